@@ -1,0 +1,59 @@
+"""Compare a student's answer with the expected one and explain the first difference."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+def as_numpy(x: Any) -> Any:
+    """Convert torch tensors (and numba/cupy device arrays) to numpy; leave other values alone."""
+    if hasattr(x, "detach"):
+        return x.detach().cpu().numpy()
+    if hasattr(x, "copy_to_host"):
+        return x.copy_to_host()
+    if hasattr(x, "get") and hasattr(x, "__cuda_array_interface__"):
+        return x.get()
+    return x
+
+
+def _first_differences(got: np.ndarray, exp: np.ndarray, bad: np.ndarray, limit: int = 5) -> str:
+    """Lines 'index: yours vs expected' for the first `limit` differing elements."""
+    idx = np.argwhere(bad)[:limit]
+    lines = [f"    at {tuple(int(i) for i in ix)}: yours {got[tuple(ix)]!r} vs expected {exp[tuple(ix)]!r}"
+             for ix in idx]
+    return "\n".join(lines)
+
+
+def compare_arrays(got: Any, exp: Any, exact: bool, rtol: float, atol: float) -> None:
+    """Raise AssertionError describing how `got` differs from `exp` (shape, dtype, values)."""
+    got, exp = as_numpy(got), as_numpy(exp)
+    if not isinstance(exp, np.ndarray):
+        if isinstance(exp, (tuple, list)) and isinstance(got, (tuple, list)):
+            if len(got) != len(exp):
+                raise AssertionError(f"you returned {len(got)} values; expected {len(exp)}.")
+            for i, (g, e) in enumerate(zip(got, exp)):
+                try:
+                    compare_arrays(g, e, exact, rtol, atol)
+                except AssertionError as err:
+                    raise AssertionError(f"return value #{i}: {err}") from None
+            return
+        if exact and got != exp or not exact and not np.isclose(float(got), float(exp), rtol=rtol, atol=atol):
+            raise AssertionError(f"yours {got!r} vs expected {exp!r}")
+        return
+    if not isinstance(got, np.ndarray):
+        raise AssertionError(f"expected an array of shape {exp.shape}, got {type(got).__name__}.")
+    if got.shape != exp.shape:
+        raise AssertionError(f"shape: yours {got.shape} vs expected {exp.shape}.")
+    if exact and got.dtype != exp.dtype:
+        raise AssertionError(f"dtype: yours {got.dtype} vs expected {exp.dtype}.")
+    if exact:
+        bad = got != exp
+    else:
+        bad = ~np.isclose(got.astype(np.float64), exp.astype(np.float64), rtol=rtol, atol=atol, equal_nan=True)
+    if bad.any():
+        n, total = int(bad.sum()), bad.size
+        raise AssertionError(
+            f"{n} of {total} elements differ. First differences:\n{_first_differences(got, exp, bad)}"
+        )

@@ -1,0 +1,24 @@
+"""Pictures for feedback: yours, expected, and their difference side by side."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def plot_difference(got: np.ndarray, expected: np.ndarray, title: str = ""):
+    """Three panels (yours / expected / yours − expected) for 1-D or 2-D arrays; returns the figure."""
+    import matplotlib.pyplot as plt
+
+    diff = got.astype(np.float64) - expected.astype(np.float64)
+    fig, axes = plt.subplots(1, 3, figsize=(9, 2.6))
+    for ax, data, name in zip(axes, (got, expected, diff), ("yours", "expected", "yours − expected")):
+        if data.ndim == 1:
+            ax.plot(np.asarray(data, dtype=np.float64), marker=".", lw=0.8)
+        else:
+            im = ax.imshow(np.asarray(data, dtype=np.float64), cmap="coolwarm" if name.startswith("yours −") else "viridis")
+            fig.colorbar(im, ax=ax, fraction=0.046)
+        ax.set_title(name, fontsize=9)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    plt.show()
+    return fig

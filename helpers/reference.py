@@ -1,0 +1,126 @@
+"""Stored reference results (from a real GPU run, and from the CPU CI machine), shown beside yours."""
+
+from __future__ import annotations
+
+import functools
+import json
+import operator
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from helpers.bench import Record, load_records, session_records
+from helpers.errors import InputError
+
+ROOT = Path(__file__).resolve().parent.parent
+REFERENCE_DIR = ROOT / "reference"
+SOURCES = ("h200", "cpu")
+
+
+@dataclass(frozen=True)
+class Target:
+    """A headline measurement's goal, from shared/MEASUREMENTS.md."""
+
+    name: str
+    op: str  # ">=", "<=" or "reported"
+    value: float | None
+    meaning: str
+
+    def met(self, measured: float | None) -> bool | None:
+        """True/False against the target; None when there is no target or no measurement."""
+        if measured is None or self.op == "reported" or self.value is None:
+            return None
+        return {">=": operator.ge, "<=": operator.le}[self.op](measured, self.value)
+
+
+TARGETS: tuple[Target, ...] = (
+    Target("copy.cupy_over_d2d", ">=", 0.92, "best cupy copy kernel ÷ torch device-to-device copy"),
+    Target("copy.numba_over_d2d", ">=", 0.92, "best numba copy kernel ÷ torch device-to-device copy"),
+    Target("copy.stride32_over_stride1", "<=", 0.15, "strided copy, stride 32 ÷ stride 1"),
+    Target("transpose.padded_over_copy", ">=", 0.90, "padded shared-memory transpose ÷ copy"),
+    Target("transpose.naive_over_copy", "reported", None, "naive transpose ÷ copy"),
+    Target("gemm.bf16_over_spec", ">=", 0.70, "best BF16 GEMM ÷ dense spec peak"),
+    Target("gemm.int8_over_bf16", ">=", 1.15, "INT8 tensor-core GEMM ÷ BF16 GEMM"),
+    Target("gemm.fp8_over_bf16", ">=", 1.6, "FP8 GEMM ÷ BF16 GEMM"),
+    Target("gemm.dp4a_over_int8_tc", "reported", None, "dp4a INT8 GEMM ÷ tensor-core INT8 GEMM"),
+    Target("bert_base.int8_over_fp16", ">=", 1.3, "BERT-base seq128 b32: best INT8 ÷ FP16 throughput"),
+    Target("bert_base.int8_over_fp32_eager", ">=", 5.0, "BERT-base: best INT8 ÷ FP32 eager PyTorch"),
+    Target("resnet50.best_over_mlperf_h200", "reported", 0.35,
+           "best ResNet-50 images/s ÷ 94,620 (MLPerf v4.1 H200, per GPU); aim ≥ 0.35"),
+    Target("ort_cpu.int8_over_fp32", ">=", 2.5, "ONNX Runtime INT8 ÷ FP32 throughput, CNN, batch 32"),
+    Target("ptq.best_int8_delta_pts", "<=", 1.0, "FP32 − best INT8 PTQ accuracy (points)"),
+    Target("ptq.per_tensor_minus_per_channel_pts", "reported", None,
+           "accuracy gain of per-channel over per-tensor weights (points)"),
+    Target("qat.delta_pts", "<=", 0.3, "FP32 − QAT accuracy (points)"),
+    Target("suite.cpu_test_minutes", "<=", 15.0, "wall minutes of the full README test command"),
+    Target("suite.gpu_report_minutes", "<=", 8.0, "wall minutes of the whole GPU reference run"),
+)
+TARGETS_BY_NAME = {t.name: t for t in TARGETS}
+
+
+def results_path(source: str = "h200") -> Path:
+    """Where the stored results of one source live."""
+    if source not in SOURCES:
+        raise InputError(f"reference source must be one of {', '.join(SOURCES)}; got {source!r}.")
+    return REFERENCE_DIR / source / "results.json"
+
+
+@functools.cache
+def load(source: str = "h200") -> tuple[Record, ...]:
+    """The stored records of one source (empty when none have been stored yet)."""
+    path = results_path(source)
+    return tuple(load_records(path)) if path.exists() else ()
+
+
+def lookup(name: str, source: str = "h200") -> Record | None:
+    """The stored record of one measurement, or None."""
+    return next((r for r in load(source) if r.name == name), None)
+
+
+def lookup_all(prefix: str, source: str = "h200") -> list[Record]:
+    """Every stored record whose name starts with `prefix`."""
+    return [r for r in load(source) if r.name.startswith(prefix)]
+
+
+def _fmt(r: Record | None) -> str:
+    """Value and unit of a record, or 'not measured'."""
+    if r is None:
+        return "not measured"
+    return f"{r.value:.4g} {r.unit}".strip()
+
+
+def comparison_rows(names: Sequence[str], mine: Iterable[Record] | None = None) -> list[dict]:
+    """Rows of name / yours / each stored source / target for the given measurement names."""
+    mine_by_name = {r.name: r for r in (session_records() if mine is None else mine)}
+    rows = []
+    for n in names:
+        row = {"measurement": n, "yours": _fmt(mine_by_name.get(n))}
+        for src in SOURCES:
+            ref = lookup(n, src)
+            row[f"stored {src}"] = _fmt(ref) + (f" ({ref.device}, {ref.date})" if ref else "")
+        t = TARGETS_BY_NAME.get(n)
+        row["target"] = f"{t.op} {t.value:g}" if t and t.value is not None else ("reported" if t else "")
+        rows.append(row)
+    return rows
+
+
+def show(names: Sequence[str], mine: Iterable[Record] | None = None) -> None:
+    """Show your measurements beside the stored reference results, labelled with device and date."""
+    from helpers.tables import show as show_table
+
+    show_table(comparison_rows(names, mine),
+               caption="Your numbers beside stored reference runs (device, date in brackets).")
+
+
+def stored_label(source: str = "h200") -> str:
+    """'NVIDIA H200, 2026-11-29 (stored reference)' for figure labels, from the stored file."""
+    recs = load(source)
+    if not recs:
+        return f"no stored {source} reference yet"
+    return f"{recs[0].device}, {recs[0].date} (stored reference)"
+
+
+def meta(source: str = "h200") -> dict:
+    """The metadata file stored beside the results (empty dict when absent)."""
+    path = REFERENCE_DIR / source / "meta.json"
+    return json.loads(path.read_text()) if path.exists() else {}

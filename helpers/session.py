@@ -1,0 +1,43 @@
+"""The first call of every notebook: name it, seed it, style its plots, say where it runs."""
+
+from __future__ import annotations
+
+import random
+
+from helpers import bench, device
+
+
+def seed_everything(seed: int = 0) -> None:
+    """Seed Python, numpy and torch (when installed) for repeatable runs."""
+    import numpy as np
+
+    random.seed(seed)
+    np.random.seed(seed)
+    try:
+        import torch
+
+        torch.manual_seed(seed)
+    except ImportError:
+        pass
+
+
+def start(notebook: str, seed: int = 0, quiet: bool = False) -> bool:
+    """Set up a notebook: records are tagged `notebook`, seeds fixed, plot style on.
+
+    Prints one line saying whether GPU cells run for real or show stored results,
+    and returns True when a GPU is present.
+    """
+    from helpers import plots
+
+    bench.set_notebook(notebook)
+    seed_everything(seed)
+    plots.use_style()
+    gpu = device.gpu_info() is not None
+    if not quiet:
+        if gpu:
+            print(f"[{notebook}] running on {device.device_label()}: GPU cells measure this GPU.")
+        else:
+            sim = " numba kernels run in the CUDA simulator;" if device.simulator_enabled() else ""
+            print(f"[{notebook}] no GPU here ({device.device_label()}):{sim} "
+                  "GPU results are shown from the stored reference run.")
+    return gpu
