@@ -9,7 +9,7 @@ CELL_TIMEOUT ?= 900
 BROWSER ?= 1
 ARTIFACTS := artifacts
 
-.PHONY: setup lab test unit notebooks browser browser-deps labs grade gpu-report fmt typecheck
+.PHONY: setup lab test unit notebooks browser browser-deps labs grade gpu-report cpu-reference fmt typecheck
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -36,8 +36,15 @@ unit: setup
 	$(PY) -m pytest tests -m "not browser" -q
 
 notebooks: setup
-	$(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env \
+	@mkdir -p $(ARTIFACTS) && rm -f $(ARTIFACTS)/cpu_records.jsonl
+	WORKBOOK_RESULTS=$(ARTIFACTS)/cpu_records.jsonl WORKBOOK_FIGURES=$(ARTIFACTS)/figures \
+	  $(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env \
 	  --nbval-cell-timeout=$(CELL_TIMEOUT) notebooks solutions
+	$(PY) -m helpers.report check-names $(ARTIFACTS)/cpu_records.jsonl
+
+## Store this machine's notebook measurements as the CPU reference (after `make test`).
+cpu-reference: setup
+	$(PY) -m helpers.report store-cpu $(ARTIFACTS)/cpu_records.jsonl $(ARTIFACTS)/suite_time.json
 
 browser: setup
 	@if [ "$(BROWSER)" = "0" ]; then echo "browser tests skipped (BROWSER=0)"; else \

@@ -9,15 +9,18 @@ from pathlib import Path
 
 import matplotlib
 
-if not os.environ.get("DISPLAY") and "ipykernel" not in os.environ.get("MPLBACKEND", ""):
-    # Headless scripts and tests: draw to files. Jupyter keeps its inline backend.
+
+def _outside_ipython() -> bool:
+    """True in plain scripts and tests (where figures should go to files, not windows)."""
     try:
         from IPython import get_ipython
-
-        if get_ipython() is None:
-            matplotlib.use("Agg")
     except ImportError:
-        matplotlib.use("Agg")
+        return True
+    return get_ipython() is None
+
+
+if _outside_ipython() and not os.environ.get("MPLBACKEND"):
+    matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 

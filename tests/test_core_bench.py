@@ -1,0 +1,71 @@
+"""helpers.bench: timing, derived quantities, ratios and records."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from helpers import bench
+from helpers.errors import InputError
+
+
+def test_timeit_measures_a_sleep():
+    t = bench.timeit(lambda: time.sleep(0.002), backend="cpu", warmup=1, repeats=5)
+    assert len(t.samples_s) == 5 and t.backend == "cpu"
+    assert 0.0019 < t.median_s < 0.05
+    assert t.percentile_s(10) <= t.median_s <= t.percentile_s(90)
+
+
+def test_timeit_counts_warmup_calls():
+    calls = []
+    bench.timeit(lambda: calls.append(1), backend="cpu", warmup=3, repeats=4, inner=2)
+    assert len(calls) == 3 + 4 * 2
+
+
+@pytest.mark.parametrize("kwargs", [dict(repeats=0), dict(warmup=-1), dict(backend="gpu")])
+def test_timeit_rejects_bad_arguments(kwargs):
+    with pytest.raises(InputError):
+        bench.timeit(lambda: None, **kwargs)
+
+
+def test_timeit_rejects_a_non_callable():
+    with pytest.raises(InputError, match="function"):
+        bench.timeit(42)
+
+
+def test_derived_quantities():
+    assert bench.bandwidth_gbs(2e9, 0.5) == pytest.approx(4.0)
+    assert bench.gemm_flops(2, 3, 4) == 48
+    assert bench.tflops(2e12, 2.0) == pytest.approx(1.0)
+
+
+def test_ratios_are_relative_to_baseline():
+    slow = bench.Timing((2.0, 2.0), "cpu")
+    fast = bench.Timing((0.5, 0.5), "cpu")
+    r = bench.ratios({"slow": slow, "fast": fast}, baseline="slow")
+    assert r == {"slow": 1.0, "fast": 4.0}
+    with pytest.raises(InputError):
+        bench.ratios({"a": slow}, baseline="b")
+
+
+def test_record_writes_jsonl_and_round_trips(tmp_path, monkeypatch):
+    out = tmp_path / "r.jsonl"
+    monkeypatch.setenv(bench.RESULTS_VAR, str(out))
+    bench.set_notebook("99_test")
+    rec = bench.record("test.ratio", 1.5, "ratio", ratio_of=["a", "b"], size=4)
+    line = json.loads(out.read_text().splitlines()[-1])
+    assert line["name"] == "test.ratio" and line["value"] == 1.5 and line["notebook"] == "99_test"
+    assert line["ratio_of"] == ["a", "b"] and line["extra"] == {"size": 4}
+    assert line["device"] and line["date"] and "torch" in line["versions"]
+    assert bench.load_records(out)[0] == rec
+    bench.save_records([rec], tmp_path / "r.json")
+    assert bench.load_records(tmp_path / "r.json")[0] == rec
+    assert rec in bench.session_records()
+    bench.set_notebook(None)
+
+
+def test_record_rejects_empty_name():
+    with pytest.raises(InputError):
+        bench.record("", 1.0, "x")

@@ -1,0 +1,80 @@
+"""helpers.device: GPU discovery, the simulator switch, and the environment report."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from helpers import device, specs
+
+
+def test_simulator_matches_hardware():
+    # On a machine without a GPU, importing helpers must have switched the simulator on.
+    if device.has_gpu():
+        assert not device.simulator_enabled()
+    else:
+        assert os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+        assert device.simulator_enabled()
+
+
+def test_simulator_is_set_before_numba_cuda_import():
+    code = ("import sys, helpers; assert 'numba.cuda' not in sys.modules; "
+            "import os; print(os.environ.get('NUMBA_ENABLE_CUDASIM'))")
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ("None" if device.has_gpu() else "1")
+
+
+def test_report_states_what_runs_here():
+    text = "\n".join(device.report_lines())
+    names = [s.name for s in device.stacks()]
+    for n in ("numba CUDA", "cupy", "ONNX Runtime", "pytorch-quantization", "TensorRT"):
+        assert n in names
+    if not device.has_gpu():
+        assert "GPU: none found" in text
+        numba = next(s for s in device.stacks() if s.name == "numba CUDA")
+        assert numba.status == "simulated"
+        cupy = next(s for s in device.stacks() if s.name == "cupy")
+        assert cupy.status == "missing" and "requirements-gpu.txt" in cupy.fix
+    else:
+        assert device.gpu_info().name in text
+
+
+def test_every_missing_or_broken_stack_names_a_fix():
+    for s in device.stacks():
+        if s.status in ("missing", "broken"):
+            assert s.fix, f"{s.name} is {s.status} but the report gives no fix"
+
+
+@pytest.mark.parametrize("name,row", [
+    ("NVIDIA H200", "H200 SXM"), ("NVIDIA A100-SXM4-80GB", "A100 SXM 80GB"),
+    ("NVIDIA A10", "A10"), ("Tesla T4", "T4"), ("NVIDIA GeForce RTX 4090", "RTX 4090"),
+])
+def test_spec_lookup(name, row):
+    assert specs.spec_for(name).name == row
+
+
+def test_spec_table_is_dense_and_highlights_device():
+    h100 = specs.spec_for("H100")
+    assert h100.tf32 == pytest.approx(h100.fp16 / 2, rel=1e-3)  # dense TF32 is half of dense FP16
+    assert h100.int8 == pytest.approx(2 * h100.fp16, rel=1e-3)
+    rows = specs.table_rows("NVIDIA H200")
+    assert [r["GPU"] for r in rows if r["current"]] == ["H200 SXM"]
+    assert not any(r["current"] for r in specs.table_rows("Some CPU"))
+    assert specs.spec_for("A100").fp8 is None and not specs.spec_for("V100").int8_tensor_cores
+
+
+def test_unknown_device_has_no_spec():
+    assert specs.spec_for("Intel Xeon") is None
+
+
+@pytest.mark.gpu
+def test_gpu_info_on_gpu():
+    info = device.gpu_info()
+    assert info is not None and info.sm_count > 0 and info.memory_bytes > 2**30
+    assert info.l2_bytes > 0 and info.shared_memory_per_sm > 0
+    status = {s.name: s.status for s in device.stacks()}
+    assert status["numba CUDA"] == "real" and status["torch CUDA"] == "real"
