@@ -1,5 +1,7 @@
 """A one-line numba kernel that proves numba.cuda works (imported only after the simulator switch)."""
 
+import warnings
+
 import numpy as np
 from numba import cuda
 
@@ -14,5 +16,7 @@ def _add_one(a):
 def add_one_works() -> bool:
     """Launch the kernel on four elements and check the result."""
     a = cuda.to_device(np.zeros(4, dtype=np.float32))
-    _add_one[1, 4](a)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # numba warns that one block under-uses the GPU
+        _add_one[1, 4](a)
     return bool((a.copy_to_host() == 1).all())
