@@ -1,0 +1,35 @@
+"""Load the CUDA C kernels in this folder (``*.cu``) with cupy.RawModule, compiled once per file."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+from helpers.errors import InputError, require_package
+
+HERE = Path(__file__).resolve().parent
+CUPY_INSTALL = "pip install cupy-cuda12x (or cupy-cuda13x, matching your CUDA driver)"
+
+
+def sources() -> list[str]:
+    """Names of the .cu files shipped with the course (without the suffix)."""
+    return sorted(p.stem for p in HERE.glob("*.cu"))
+
+
+@functools.cache
+def module(name: str) -> Any:
+    """The compiled cupy.RawModule of ``<name>.cu`` (needs cupy and a GPU)."""
+    if name not in sources():
+        raise InputError(f"no CUDA source {name!r}.cu in helpers/kernels; known: {', '.join(sources())}.")
+    from helpers.device import require_gpu
+
+    require_gpu(f"compiling {name}.cu")
+    cupy = require_package("cupy", CUPY_INSTALL, "the CUDA C kernels are launched through cupy")
+    code = (HERE / f"{name}.cu").read_text(encoding="utf-8")
+    return cupy.RawModule(code=code, options=("--std=c++17", "-lineinfo"))
+
+
+def kernel(name: str, function: str) -> Any:
+    """One ``extern "C"`` kernel of ``<name>.cu`` as a cupy RawKernel."""
+    return module(name).get_function(function)
