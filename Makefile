@@ -9,7 +9,7 @@ CELL_TIMEOUT ?= 900
 BROWSER ?= 1
 ARTIFACTS := artifacts
 
-.PHONY: setup lab test unit notebooks browser browser-deps labs grade gpu-report cpu-reference fmt typecheck
+.PHONY: setup lab test unit notebooks browser browser-deps labs grade gpu-report cpu-reference site fmt typecheck
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,7 +24,7 @@ setup: $(STAMP)
 
 ## Open the workbook in JupyterLab on the start page.
 lab: setup
-	$(VENV)/bin/jupyter lab notebooks/00_start_here.ipynb
+	$(VENV)/bin/jupyter lab $$( [ "$$(id -u)" = 0 ] && echo --allow-root ) notebooks/00_start_here.ipynb
 
 ## Everything CI runs: unit tests, every notebook and solution (nbval), the labs, the browser tests.
 test: setup
@@ -68,6 +68,10 @@ grade: setup
 ## Run every notebook, collect the measurements, write results + summary + plots.
 gpu-report: setup
 	$(PY) -m helpers.report --out $(ARTIFACTS)/report
+
+## Static HTML course site from the committed notebooks and stored reference results (offline).
+site: setup
+	$(PY) -m helpers.site --out $(ARTIFACTS)/site
 
 ## Canonicalize notebooks (no outputs, stable JSON).
 fmt: setup

@@ -43,6 +43,8 @@ def use_style() -> None:
         "axes.spines.right": False,
         "font.size": 10,
         "legend.frameon": False,
+        "axes.titlelocation": "left",  # keeps the title clear of the device label on the right
+        "axes.titlesize": 10,
     })
 
 
