@@ -1,7 +1,8 @@
 """Command line for instructors:
 
-    python -m helpers.grading generate              labs/ from solutions/
-    python -m helpers.grading grade SUBMISSIONS...  grade notebooks (see helpers.grading.grade)
+    python -m helpers.grading generate                          labs/ from solutions/
+    python -m helpers.grading grade SUBMISSIONS... --out DIR    grade notebooks or folders
+                                                                (--help for the options)
 """
 
 from __future__ import annotations

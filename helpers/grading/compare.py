@@ -18,11 +18,16 @@ def as_numpy(x: Any) -> Any:
     return x
 
 
+def _plain(v: Any) -> Any:
+    """A numpy scalar as the plain Python number (prints as -20, not np.int8(-20))."""
+    return v.item() if isinstance(v, np.generic) else v
+
+
 def _first_differences(got: np.ndarray, exp: np.ndarray, bad: np.ndarray, limit: int = 5) -> str:
     """Lines 'index: yours vs expected' for the first `limit` differing elements."""
     idx = np.argwhere(bad)[:limit]
-    lines = [f"    at {tuple(int(i) for i in ix)}: yours {got[tuple(ix)]!r} vs expected {exp[tuple(ix)]!r}"
-             for ix in idx]
+    lines = [f"    at {tuple(int(i) for i in ix)}: yours {_plain(got[tuple(ix)])!r} "
+             f"vs expected {_plain(exp[tuple(ix)])!r}" for ix in idx]
     return "\n".join(lines)
 
 
@@ -39,11 +44,20 @@ def compare_arrays(got: Any, exp: Any, exact: bool, rtol: float, atol: float) ->
                 except AssertionError as err:
                     raise AssertionError(f"return value #{i}: {err}") from None
             return
-        if exact and got != exp or not exact and not np.isclose(float(got), float(exp), rtol=rtol, atol=atol):
+        if not exact:
+            try:
+                g = float(got)
+            except (TypeError, ValueError):
+                raise AssertionError(f"expected a number like {exp!r}, got {type(got).__name__} "
+                                     f"{got!r:.80}. Did you forget to return it?") from None
+            if not np.isclose(g, float(exp), rtol=rtol, atol=atol):
+                raise AssertionError(f"yours {got!r} vs expected {exp!r}")
+        elif got != exp:
             raise AssertionError(f"yours {got!r} vs expected {exp!r}")
         return
     if not isinstance(got, np.ndarray):
-        raise AssertionError(f"expected an array of shape {exp.shape}, got {type(got).__name__}.")
+        hint = " Did you forget to return it?" if got is None else ""
+        raise AssertionError(f"expected an array of shape {exp.shape}, got {type(got).__name__}.{hint}")
     if got.shape != exp.shape:
         raise AssertionError(f"shape: yours {got.shape} vs expected {exp.shape}.")
     if exact and got.dtype != exp.dtype:

@@ -1,0 +1,128 @@
+"""Write what grading found: the CSV gradebook and one markdown feedback file per submission."""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from helpers.grading.runner import RunResult, TestOutcome
+from helpers.grading.submissions import Submission
+
+FIXED_COLUMNS = ["student", "lab", "submission"]
+TOTAL_COLUMNS = ["points", "max_points", "notes"]
+
+
+@dataclass
+class Graded:
+    """A submission and what grading it found."""
+
+    submission: Submission
+    result: RunResult
+
+    def scores(self) -> dict[str, float]:
+        """Points per grade_id (cells sharing a grade_id add up)."""
+        out: dict[str, float] = {}
+        for o in self.result.outcomes:
+            out[o.grade_id] = out.get(o.grade_id, 0.0) + o.points
+        return out
+
+    def points(self) -> tuple[float, float]:
+        """(scored, possible) for the whole submission."""
+        return (sum(o.points for o in self.result.outcomes),
+                sum(o.max_points for o in self.result.outcomes))
+
+
+def _fmt(x: float) -> str:
+    """Points without a needless '.0'."""
+    return f"{x:g}"
+
+
+def grade_columns(graded: list[Graded]) -> list[str]:
+    """Every grade_id seen, in lab order and, within a lab, in notebook order."""
+    cols: list[str] = []
+    for g in sorted(graded, key=lambda g: g.submission.lab):
+        cols += [o.grade_id for o in g.result.outcomes if o.grade_id not in cols]
+    return cols
+
+
+def write_gradebook(graded: list[Graded], path: Path) -> Path:
+    """Write the CSV (one row per submission) atomically, replacing whatever is at `path`."""
+    cols = grade_columns(graded)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".gradebook-", suffix=".csv")
+    with os.fdopen(fd, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(FIXED_COLUMNS + cols + TOTAL_COLUMNS)
+        for g in graded:
+            s = g.submission
+            scores = g.scores()
+            got, possible = g.points()
+            w.writerow([s.student, s.lab, str(s.path)]
+                       + [_fmt(scores[c]) if c in scores else "" for c in cols]
+                       + [_fmt(got), _fmt(possible), len(g.result.notes) + len(g.result.cell_errors)])
+    os.replace(tmp, path)
+    return path
+
+
+def _safe(name: str) -> str:
+    """A file-name-safe version of a student or lab name."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("._") or "unnamed"
+
+
+def _row(o: TestOutcome) -> str:
+    """One markdown table row for a test outcome (the message's first line)."""
+    mark = "✓ pass" if o.passed else "✗ fail"
+    text = o.message.strip()
+    first = text.splitlines()[0] if text else ""
+    more = " (details below)" if "\n" in text else ""
+    msg = (first + more).replace("|", "\\|")
+    return f"| `{o.grade_id}` | {mark} | {_fmt(o.points)} / {_fmt(o.max_points)} | {msg} |"
+
+
+def _details(outcomes: list[TestOutcome]) -> list[str]:
+    """A section with the full message of each failed test whose message has several lines."""
+    lines: list[str] = []
+    for o in outcomes:
+        text = o.message.strip()
+        if not o.passed and "\n" in text:
+            lines += ["", f"### `{o.grade_id}`", "", "```text", text.replace("```", "'''"), "```"]
+    return ["", "## Details"] + lines if lines else []
+
+
+def feedback_markdown(g: Graded) -> str:
+    """The feedback text for one submission."""
+    s, r = g.submission, g.result
+    got, possible = g.points()
+    lines = [f"# Feedback: {s.lab} — {s.student}", "",
+             f"Submission: `{s.path.name}`. Score: **{_fmt(got)} / {_fmt(possible)}**.", ""]
+    if r.outcomes:
+        lines += ["| exercise | result | points | message |", "|---|---|---|---|"]
+        lines += [_row(o) for o in r.outcomes]
+        lines += _details(r.outcomes)
+    if r.cell_errors:
+        lines += ["", "## Errors in your cells", ""]
+        lines += [f"- code cell {i}: {e}: {v}".rstrip(": ") for i, e, v in r.cell_errors]
+    if r.notes:
+        lines += ["", "## Notes", ""] + [f"- {n}" for n in r.notes]
+    return "\n".join(lines) + "\n"
+
+
+def write_feedback(graded: list[Graded], folder: Path) -> list[Path]:
+    """Write folder/<student>__<lab>.md for each submission; return the paths."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths, used = [], set()
+    for g in graded:
+        base = f"{_safe(g.submission.student)}__{_safe(g.submission.lab)}"
+        name, n = base, 1
+        while name in used:
+            n += 1
+            name = f"{base}_{n}"
+        used.add(name)
+        p = folder / f"{name}.md"
+        p.write_text(feedback_markdown(g), encoding="utf-8")
+        paths.append(p)
+    return paths
