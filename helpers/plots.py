@@ -43,20 +43,23 @@ def use_style() -> None:
         "axes.spines.right": False,
         "font.size": 10,
         "legend.frameon": False,
-        "axes.titlelocation": "left",  # keeps the title clear of the device label on the right
-        "axes.titlesize": 10,
     })
 
 
 def label_device(ax: plt.Axes, device: str | None = None, note: str = "") -> None:
-    """Write the device (and a note such as 'stored reference, 2026-11-29') in the figure's corner."""
+    """Write the device (and a note such as 'stored reference, 2026-11-29') in the figure's bottom-right corner."""
     if device is None:
         from helpers.device import device_label
 
         device = device_label()
     text = device + (f" · {note}" if note else "")
-    ax.annotate(text, xy=(1.0, 1.01), xycoords="axes fraction", ha="right", va="bottom",
-                fontsize=8, color="0.35")
+    fig = ax.figure
+    existing = getattr(fig, "_workbook_device_label", None)
+    if existing is not None:  # one label per figure, however many axes it has
+        if text not in existing.get_text():
+            existing.set_text(existing.get_text() + " | " + text)
+        return
+    fig._workbook_device_label = fig.text(0.995, 0.005, text, ha="right", va="bottom", fontsize=7, color="0.35")
 
 
 def save_figure(fig: plt.Figure, name: str) -> Path | None:

@@ -20,12 +20,8 @@ def _is_grey(colour: object) -> bool:
 
 
 def _device_labelled(fig: Figure) -> bool:
-    """True when some axes carry label_device's annotation (top-right corner, above the plot)."""
-    for ax in fig.axes:
-        for t in ax.texts:
-            if getattr(t, "xycoords", None) == "axes fraction" and tuple(t.xy) == (1.0, 1.01):
-                return True
-    return False
+    """True when label_device has written the device in the figure's corner."""
+    return getattr(fig, "_workbook_device_label", None) is not None
 
 
 def _categorical_x(ax) -> bool:

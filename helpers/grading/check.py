@@ -92,6 +92,7 @@ def check(exercise_id: str, fn: Callable, *, plot: bool = True, perf: bool = Tru
     On a machine with a GPU, a performance check (if the exercise has one) then compares your
     kernel with the reference kernel, timed in the same run, as a ratio.
     """
+    __tracebackhide__ = True  # IPython and pytest show the verdict, not this function's frame
     ex = get(exercise_id)
     if cases is not None and (not isinstance(cases, list) or not all(isinstance(c, Case) for c in cases)):
         raise InputError("cases must be a list of helpers.grading.Case objects.")
