@@ -83,7 +83,7 @@ def test_gpu_int8_and_fp8_results_are_right():
     assert a8.dtype == torch.int32 and a8.is_cuda
     g = torch.Generator().manual_seed(0)
     a = torch.randint(-128, 128, (256, 256), generator=g, dtype=torch.int8)
-    b = torch.randint(-128, 128, (256, 256), generator=g, dtype=torch.int8)
+    b = torch.randint(-128, 128, (256, 256), generator=g, dtype=torch.int8).t()  # column-major, as gemm_fn
     assert torch.equal(a8.cpu(), a.int() @ b.int())
     if "fp8" in gemm.supported_precisions():
         out = gemm.gemm_fn("fp8", 256, 256, 256)()
