@@ -143,6 +143,24 @@ def timeit(
     return Timing(tuple(samples), backend if gpu else "cpu")
 
 
+def timeit_interleaved(fns: dict[str, Callable[[], Any]], *, warmup: int = 2, repeats: int = 10) -> dict[str, Timing]:
+    """CPU timings of several functions, one call of each per round, so a busy machine slows all alike."""
+    if not fns or not all(callable(f) for f in fns.values()):
+        raise InputError("timeit_interleaved needs a dict of name -> function to call.")
+    if warmup < 0 or repeats < 1:
+        raise InputError("timeit_interleaved needs warmup >= 0 and repeats >= 1.")
+    for _ in range(warmup):
+        for f in fns.values():
+            f()
+    samples: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(repeats):
+        for k, f in fns.items():
+            t0 = time.perf_counter()
+            f()
+            samples[k].append(time.perf_counter() - t0)
+    return {k: Timing(tuple(v), "cpu") for k, v in samples.items()}
+
+
 def bandwidth_gbs(bytes_moved: float, seconds: float) -> float:
     """Effective bandwidth in GB/s (1e9 bytes) for bytes read plus written."""
     return bytes_moved / seconds / 1e9

@@ -49,8 +49,11 @@ def scale_cases() -> list[Case]:
     lin = _rng(1).normal(0, 0.05, (10, 32)).astype(np.float32)
     lin[:, 0] = 0.9  # a large input column: per-row (axis 0) scales must not all pick it
     lin[3, 0] = 0.2
-    return [Case("conv weight (8, 3, 3, 3)", (conv,)), Case("linear weight (10, 32)", (lin,)),
-            Case("conv1d weight (4, 2, 5)", (_rng(2).normal(0, 0.3, (4, 2, 5)).astype(np.float32),))]
+    return [
+        Case("conv weight (8, 3, 3, 3)", (conv,)),
+        Case("linear weight (10, 32)", (lin,)),
+        Case("conv1d weight (4, 2, 5)", (_rng(2).normal(0, 0.3, (4, 2, 5)).astype(np.float32),)),
+    ]
 
 
 def rule_cases() -> list[Case]:
@@ -72,28 +75,62 @@ def agreement_cases() -> list[Case]:
     ref = _rng(3).normal(0, 1, (50, 10)).astype(np.float32)
     noisy = ref + _rng(4).normal(0, 0.01, ref.shape).astype(np.float32)
     shifted = np.roll(ref, 1, axis=1)  # disagrees everywhere, yet some rows still "match labels"
-    return [Case("identical logits", (ref, ref.copy())), Case("rounding noise", (ref, noisy)),
-            Case("a different model", (ref, shifted))]
+    return [
+        Case("identical logits", (ref, ref.copy())),
+        Case("rounding noise", (ref, noisy)),
+        Case("a different model", (ref, shifted)),
+    ]
 
 
 def throughput_cases() -> list[Case]:
     """Latencies with one slow outlier (a median ignores it, a mean does not)."""
-    return [Case("batch 32, steady", (32, np.array([0.010, 0.011, 0.010, 0.012, 0.010]))),
-            Case("batch 8, one 50 ms hiccup", (8, np.array([0.004, 0.004, 0.050, 0.005, 0.004]))),
-            Case("batch 1, even count", (1, np.array([0.002, 0.003, 0.001, 0.004])))]
+    return [
+        Case("batch 32, steady", (32, np.array([0.010, 0.011, 0.010, 0.012, 0.010]))),
+        Case("batch 8, one 50 ms hiccup", (8, np.array([0.004, 0.004, 0.050, 0.005, 0.004]))),
+        Case("batch 1, even count", (1, np.array([0.002, 0.003, 0.001, 0.004]))),
+    ]
 
 
 register(
-    Exercise("lab08.weight_scales", "per-channel weight scales for the Q/DQ export", spec_weight_scales,
-             scale_cases, "One scale per output channel: reshape to (w.shape[0], -1), then max of |w| "
-             "along axis 1, divided by 127.", compare="close", rtol=1e-6, atol=0),
-    Exercise("lab08.qdq_rules", "TensorRT's rules for one Q/DQ node", spec_qdq_node_ok, rule_cases,
-             "Three rules: zero_point.dtype is int8, every zero point is 0, and a per-channel weight "
-             "(zero_point.size > 1) uses axis 0.", compare="exact"),
-    Exercise("lab08.agreement", "parity with the fake-quant reference", spec_agreement, agreement_cases,
-             "Compare argmax of the deployed logits with argmax of the REFERENCE logits (not the labels), "
-             "then the largest absolute logit difference.", compare="close", rtol=1e-6, atol=1e-9),
-    Exercise("lab08.throughput", "throughput from latencies", spec_throughput, throughput_cases,
-             "items/s = batch / median(latencies): the median ignores one-off hiccups.",
-             compare="close", rtol=1e-9, atol=0),
+    Exercise(
+        "lab08.weight_scales",
+        "per-channel weight scales for the Q/DQ export",
+        spec_weight_scales,
+        scale_cases,
+        "One scale per output channel: reshape to (w.shape[0], -1), then max of |w| "
+        "along axis 1, divided by 127.",
+        compare="close",
+        rtol=1e-6,
+        atol=0,
+    ),
+    Exercise(
+        "lab08.qdq_rules",
+        "TensorRT's rules for one Q/DQ node",
+        spec_qdq_node_ok,
+        rule_cases,
+        "Three rules: zero_point.dtype is int8, every zero point is 0, and a per-channel weight "
+        "(zero_point.size > 1) uses axis 0.",
+        compare="exact",
+    ),
+    Exercise(
+        "lab08.agreement",
+        "parity with the fake-quant reference",
+        spec_agreement,
+        agreement_cases,
+        "Compare argmax of the deployed logits with argmax of the REFERENCE logits (not the labels), "
+        "then the largest absolute logit difference.",
+        compare="close",
+        rtol=1e-6,
+        atol=1e-9,
+    ),
+    Exercise(
+        "lab08.throughput",
+        "throughput from latencies",
+        spec_throughput,
+        throughput_cases,
+        "items/s = batch / median(latencies): the median ignores one-off hiccups.",
+        compare="close",
+        rtol=1e-9,
+        atol=0,
+    ),
 )

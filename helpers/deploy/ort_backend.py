@@ -1,0 +1,200 @@
+"""ONNX Runtime backend: CPU by default, CUDA / TensorRT execution providers when installed.
+
+The default CPU INT8 deployment is ONNX Runtime's own ``quantize_static`` (Q/DQ format,
+per-channel int8 weights, uint8 activations) at graph optimization level ALL: ORT fuses
+``DQ -> Conv -> Q`` into QLinearConv and runs it with VNNI integer kernels. A TensorRT-style
+Q/DQ export (int8 activations, no Q after each conv) never fuses on ORT's CPU: every layer
+dequantizes to float, runs the float kernel, and pays the Q/DQ on top, so it is slower than FP32.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from helpers.deploy.base import Backend, require_input
+from helpers.errors import InputError, require_package
+
+GPU_PROVIDERS = ("TensorrtExecutionProvider", "CUDAExecutionProvider")
+
+
+def available_providers() -> list[str]:
+    """ONNX Runtime's execution providers installed here."""
+    ort = require_package("onnxruntime", "pip install onnxruntime")
+    return [p for p in ort.get_available_providers() if p != "AzureExecutionProvider"]
+
+
+def _require_file(path: str | os.PathLike) -> Path:
+    """The path, or InputError when there is no such file."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(
+            f"{p} does not exist. Export it first: python -m helpers.deploy export ..."
+        )
+    return p
+
+
+class OrtBackend(Backend):
+    """An ONNX model in an ONNX Runtime session."""
+
+    name = "onnxruntime"
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        *,
+        precision: str = "fp32",
+        provider: str = "cpu",
+        threads: int | None = None,
+        opt_level: str = "all",
+    ):
+        ort = require_package("onnxruntime", "pip install onnxruntime")
+        self.path = _require_file(path)
+        wanted = {
+            "cpu": ["CPUExecutionProvider"],
+            "cuda": ["CUDAExecutionProvider", "CPUExecutionProvider"],
+            "tensorrt": [
+                "TensorrtExecutionProvider",
+                "CUDAExecutionProvider",
+                "CPUExecutionProvider",
+            ],
+        }
+        if provider not in wanted:
+            raise InputError(f"provider must be one of {', '.join(wanted)}; got {provider!r}.")
+        if wanted[provider][0] not in available_providers():
+            raise InputError(
+                f"ONNX Runtime here has no {wanted[provider][0]} (it has "
+                f"{', '.join(available_providers())}). Use provider='cpu', or install "
+                "onnxruntime-gpu on a machine with a GPU."
+            )
+        levels = {
+            "none": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+            "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+            "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+        }
+        if opt_level not in levels:
+            raise InputError(f"opt_level must be one of {', '.join(levels)}; got {opt_level!r}.")
+        so = ort.SessionOptions()
+        so.graph_optimization_level = levels[opt_level]
+        so.log_severity_level = 3
+        if threads:
+            so.intra_op_num_threads = int(threads)
+        self.session = ort.InferenceSession(str(self.path), so, providers=wanted[provider])
+        self.provider = self.session.get_providers()[0]
+        self.precision = precision
+        inp = self.session.get_inputs()[0]
+        self.input_name = inp.name
+        self.sample_shape = [d if isinstance(d, int) else None for d in inp.shape[1:]]
+
+    def run(self, x: np.ndarray) -> np.ndarray:
+        """Logits for a float32 batch."""
+        require_input(x, self.sample_shape, self.input_name)
+        return self.session.run(None, {self.input_name: np.ascontiguousarray(x, dtype=np.float32)})[
+            0
+        ]
+
+    def run_named(self, feeds: dict[str, np.ndarray]) -> np.ndarray:
+        """Run with explicitly named inputs (a wrong name raises a clear InputError)."""
+        names = [i.name for i in self.session.get_inputs()]
+        unknown = [k for k in feeds if k not in names]
+        if unknown:
+            raise InputError(
+                f"the model has no input named {unknown[0]!r}; its inputs are {names}."
+            )
+        return self.run(feeds[self.input_name])
+
+    def size_mb(self) -> float:
+        """Model file size in MB."""
+        return self.path.stat().st_size / 1e6
+
+
+class _Reader:
+    """ORT's CalibrationDataReader over a list of numpy batches."""
+
+    def __init__(self, input_name: str, batches: Sequence[np.ndarray]):
+        self.items = iter(
+            [{input_name: np.ascontiguousarray(b, dtype=np.float32)} for b in batches]
+        )
+
+    def get_next(self) -> dict | None:
+        """The next feed dict, or None at the end."""
+        return next(self.items, None)
+
+
+def quantize_static_qdq(
+    fp32_path: str | os.PathLike,
+    out_path: str | os.PathLike,
+    calib_batches: Iterable[np.ndarray],
+    *,
+    per_channel: bool = True,
+    uint8_activations: bool = True,
+) -> Path:
+    """ONNX Runtime's own static INT8 (Q/DQ, per-channel weights; uint8 activations by default)."""
+    q = require_package("onnxruntime.quantization", "pip install onnxruntime")
+    src = _require_file(fp32_path)
+    batches = [np.asarray(b) for b in calib_batches]
+    if not batches:
+        raise InputError(
+            "quantize_static_qdq needs calibration batches (a few batches of real inputs)."
+        )
+    import logging
+
+    import onnx
+
+    input_name = onnx.load(str(src), load_external_data=False).graph.input[0].name
+    out = Path(out_path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)  # ORT's quantizer logs a pre-processing hint on the root logger
+    try:
+        q.quantize_static(
+            str(src),
+            str(out),
+            _Reader(input_name, batches),
+            quant_format=q.QuantFormat.QDQ,
+            per_channel=per_channel,
+            activation_type=q.QuantType.QUInt8 if uint8_activations else q.QuantType.QInt8,
+            weight_type=q.QuantType.QInt8,
+            calibrate_method=q.CalibrationMethod.MinMax,
+        )
+    finally:
+        root.setLevel(level)
+    return out
+
+
+def optimized_op_counts(path: str | os.PathLike) -> Counter:
+    """The op types ONNX Runtime actually runs on the CPU after its optimizations (level ALL).
+
+    QLinearConv / QGemm / QLinearAdd are integer kernels; FusedConv, Conv and Gemm are float
+    kernels, and every QuantizeLinear / DequantizeLinear left over is extra work.
+    """
+    import tempfile
+
+    import onnx
+
+    ort = require_package("onnxruntime", "pip install onnxruntime")
+    src = _require_file(path)
+    with tempfile.TemporaryDirectory() as tmp:
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        so.optimized_model_filepath = str(Path(tmp) / "optimized.onnx")
+        so.log_severity_level = 3
+        ort.InferenceSession(str(src), so, providers=["CPUExecutionProvider"])
+        return Counter(n.op_type for n in onnx.load(so.optimized_model_filepath).graph.node)
+
+
+def deploy_cpu_int8(
+    fp32_path: str | os.PathLike,
+    out_path: str | os.PathLike,
+    calib_batches: Iterable[np.ndarray],
+    threads: int | None = None,
+) -> OrtBackend:
+    """The default CPU INT8 deployment: quantize_static Q/DQ (uint8 activations), optimization ALL."""
+    path = quantize_static_qdq(fp32_path, out_path, calib_batches)
+    return OrtBackend(path, precision="int8", provider="cpu", threads=threads, opt_level="all")
