@@ -1,0 +1,1 @@
+"""Chapter 11: automated troubleshooting (wrong GPU architecture, "INT8 is not faster", profiling)."""
