@@ -151,11 +151,24 @@ def run(out: Path, pattern: str | None, timeout: int) -> tuple[list[bench.Record
     return records, runs
 
 
-def store(out: Path, dest: Path) -> None:
-    """Copy results.json, summary.md and the key figures of a run into a reference folder."""
+def store(out: Path, dest: Path, partial: bool = False) -> None:
+    """Copy results.json, summary.md and the key figures of a run into a reference folder.
+
+    With `partial` (a run of some notebooks only), the stored records of the notebooks that were
+    not run are kept, and this run's records replace the rest.
+    """
     dest.mkdir(parents=True, exist_ok=True)
-    for name in ("results.json", "summary.md"):
-        shutil.copy(out / name, dest / name)
+    records = bench.load_records(out / "results.json")
+    if partial and (dest / "results.json").exists():
+        rerun = {r.notebook for r in records}
+        kept = [r for r in bench.load_records(dest / "results.json") if r.notebook not in rerun]
+        records = kept + records
+        runs = [NotebookRun(**r) for r in json.loads((out / "runs.json").read_text())]
+        (dest / "summary.md").write_text(summary_markdown(records, runs, 0.0) +
+                                         "\n(Partial re-run: the notebook table lists only the re-run notebooks.)\n")
+    else:
+        shutil.copy(out / "summary.md", dest / "summary.md")
+    bench.save_records(latest_by_name(records), dest / "results.json")
     figs = sorted((out / "figures").glob("*.png"))[:KEY_FIGURES_MAX]
     if figs:
         (dest / "figures").mkdir(exist_ok=True)
@@ -206,7 +219,7 @@ def main(argv: list[str]) -> int:
     records, runs = run(args.out, args.only, args.timeout)
     print((args.out / "summary.md").read_text())
     if args.store:
-        store(args.out, args.store if args.store.is_absolute() else ROOT / args.store)
+        store(args.out, args.store if args.store.is_absolute() else ROOT / args.store, partial=bool(args.only))
     return 0 if all(r.ok for r in runs) else 1
 
 
