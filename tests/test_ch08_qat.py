@@ -1,0 +1,87 @@
+"""helpers.qat and lab 7: QAT recovers W4A4 accuracy; the lab's checks reject known-wrong answers."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from helpers import ptq, qat
+from helpers.errors import InputError
+from helpers.grading import CheckFailed, check
+from helpers.models.train import build_model, evaluate
+
+pytest.importorskip("pytorch_quantization")
+from ch07_support import data, resnet  # noqa: E402,F401  (fixtures)
+
+
+
+
+def test_qat_recovers_what_w4a4_ptq_lost(resnet, data):
+    fp32 = evaluate(resnet, data)
+    q = ptq.ptq(resnet, data, method="mse", weight_bits=4, act_bits=4)
+    before = evaluate(q, data)
+    history = qat.qat(q, data, epochs=4, lr=1e-3, progress=False)
+    after = evaluate(qat.freeze(q), data)
+    assert fp32 - before > 3.0  # the lesson needs a visible PTQ loss
+    assert after > before + 1.0
+    assert [h["epoch"] for h in history] == [0, 1, 2, 3, 4] and all("val_acc" in h for h in history)
+    assert history[-1]["lr"] < 1e-3 / 10  # cosine schedule decays to ~0
+    r = qat.recovery(fp32, before, after)
+    assert 0 < r["recovered %"] <= 100 + 1e-6 or after > fp32
+
+
+def test_qat_validates_its_inputs(resnet, data):
+    with pytest.raises(InputError, match="quantized"):
+        qat.qat(resnet, data, epochs=1)
+    q = ptq.ptq(build_model("resnet_small", data.input_shape, 10).eval(), data)
+    with pytest.raises(InputError, match="Dataset"):
+        qat.qat(q, data.train, epochs=1)
+    with pytest.raises(InputError):
+        qat.qat(q, data, epochs=0)
+
+
+def _ste_ok(x, amax, bits):
+    top = 2 ** (bits - 1) - 1
+    x_c = torch.clamp(x, -amax, amax)
+    q = torch.clamp(torch.round(x / (amax / top)), -top, top) * (amax / top)
+    return x_c + (q - x_c).detach()
+
+
+def _ste_no_gradient(x, amax, bits):
+    top = 2 ** (bits - 1) - 1
+    return torch.clamp(torch.round(x / (amax / top)), -top, top) * (amax / top)
+
+
+def _ste_unclipped_gradient(x, amax, bits):
+    return x + (_ste_no_gradient(x, amax, bits) - x).detach()
+
+
+def _ste_wrong_scale(x, amax, bits):
+    top = 2 ** bits - 1
+    x_c = torch.clamp(x, -amax, amax)
+    return x_c + (torch.clamp(torch.round(x / (amax / top)), -top, top) * (amax / top) - x_c).detach()
+
+
+def test_lab07_ste_check_accepts_the_solution_and_rejects_wrong_ones():
+    check("lab07.ste_fake_quant", _ste_ok, plot=False)
+    for wrong in (_ste_no_gradient, _ste_unclipped_gradient, _ste_wrong_scale):
+        with pytest.raises(CheckFailed):
+            check("lab07.ste_fake_quant", wrong, plot=False)
+
+
+def test_lab07_qat_check_rejects_a_loop_that_does_not_train(resnet):
+    def no_training(qmodel, data, epochs, lr):
+        return qmodel.eval()
+
+    def wrong_sign(qmodel, data, epochs, lr):  # gradient ascent
+        opt = torch.optim.SGD(qmodel.parameters(), lr=-lr * 10)
+        qmodel.train()
+        for x, y in torch.utils.data.DataLoader(data.train, batch_size=128):
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(qmodel(x), y).backward()
+            opt.step()
+        return qmodel.eval()
+
+    for wrong in (no_training, wrong_sign):
+        with pytest.raises(CheckFailed):
+            check("lab07.qat_finetune", wrong, plot=False)
