@@ -159,15 +159,20 @@ def store(out: Path, dest: Path, partial: bool = False) -> None:
     """
     dest.mkdir(parents=True, exist_ok=True)
     records = bench.load_records(out / "results.json")
+    runs = [NotebookRun(**r) for r in json.loads((out / "runs.json").read_text())]
     if partial and (dest / "results.json").exists():
         rerun = {r.notebook for r in records}
-        kept = [r for r in bench.load_records(dest / "results.json") if r.notebook not in rerun]
-        records = kept + records
-        runs = [NotebookRun(**r) for r in json.loads((out / "runs.json").read_text())]
-        (dest / "summary.md").write_text(summary_markdown(records, runs, 0.0) +
-                                         "\n(Partial re-run: the notebook table lists only the re-run notebooks.)\n")
+        records = [r for r in bench.load_records(dest / "results.json") if r.notebook not in rerun] + records
+        if (dest / "runs.json").exists():
+            new = {r.path: r for r in runs}
+            old = [NotebookRun(**r) for r in json.loads((dest / "runs.json").read_text())]
+            runs = [new.pop(r.path, r) for r in old] + list(new.values())
+        total = next((r.value for r in records if r.name == "suite.gpu_report_minutes"), 0.0)
+        note = "\n(Some notebooks were re-run after the full run; their rows show the re-run.)\n"
+        (dest / "summary.md").write_text(summary_markdown(latest_by_name(records), runs, total) + note)
     else:
         shutil.copy(out / "summary.md", dest / "summary.md")
+    (dest / "runs.json").write_text(json.dumps([r.__dict__ for r in runs], indent=1), encoding="utf-8")
     bench.save_records(latest_by_name(records), dest / "results.json")
     figs = sorted((out / "figures").glob("*.png"))[:KEY_FIGURES_MAX]
     if figs:
