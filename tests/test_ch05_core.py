@@ -169,8 +169,12 @@ def test_cuda_tensors_give_the_cpu_answer():
     w = torch.randn(16, 33, generator=torch.Generator().manual_seed(0))
     q_cpu, s_cpu, _ = core.quantize_per_channel(w, axis=1)
     q_gpu, s_gpu, _ = core.quantize_per_channel(w.cuda(), axis=1)
-    assert q_gpu.is_cuda and torch.equal(q_gpu.cpu(), q_cpu) and torch.equal(s_gpu.cpu(), s_cpu)
-    assert torch.equal(core.roundtrip(w.cuda(), bits=4, group_size=11).cpu(), core.roundtrip(w, bits=4, group_size=11))
+    # The integers must be identical; the float scales may differ in the last bit (CUDA and CPU
+    # reductions and divisions round independently), which the H200 run showed.
+    assert q_gpu.is_cuda and torch.equal(q_gpu.cpu(), q_cpu)
+    torch.testing.assert_close(s_gpu.cpu(), s_cpu, rtol=1e-6, atol=0)
+    torch.testing.assert_close(core.roundtrip(w.cuda(), bits=4, group_size=11).cpu(),
+                               core.roundtrip(w, bits=4, group_size=11), rtol=1e-6, atol=1e-7)
     x = w.cuda().requires_grad_()
     fake_quant.fake_quant_ste(x, 0.01).sum().backward()
     assert x.grad.is_cuda and set(x.grad.unique().tolist()) <= {0.0, 1.0}
