@@ -26,9 +26,27 @@ def test_occupancy_figure_is_complete():
     plt.close("all")
 
 
-def test_stored_occupancy_without_records(capsys):
+def test_stored_occupancy_without_records(capsys, monkeypatch):
+    from helpers import reference
+
+    monkeypatch.setattr(reference, "load", lambda source="h200": ())
     wb.plot_stored_occupancy()
     assert capsys.readouterr().out.count("not measured yet") == 2
+
+
+def test_stored_occupancy_redraws_stored_records(capsys, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    from helpers import reference
+
+    recs = tuple(bench.Record(f"ch04.blocksize_{k}.b{b}", v, "x", "GPU", "2026-01-01")
+                 for b in (32, 64) for k, v in (("gbs", 100.0 * b), ("occupancy", 0.5)))
+    monkeypatch.setattr(reference, "load", lambda source="h200": recs)
+    before = len(plt.get_fignums())
+    wb.plot_stored_occupancy()
+    out = capsys.readouterr().out
+    assert out.count("not measured yet") == 1 and len(plt.get_fignums()) == before + 1
+    plt.close("all")
 
 
 @pytest.mark.gpu
