@@ -193,6 +193,15 @@ def dp4a_gemm(a: Any, b: Any) -> np.ndarray:
     return cp.asnumpy(dp4a_gemm_packed(a4, bt4, out))
 
 
+def column_major(b: Any) -> Any:
+    """The same matrix stored column-major (b.t().contiguous().t()): cuBLASLt's fast INT8 layout.
+
+    On the H200 (2026-11-29) torch._int_mm ran at 947 TOPS with a column-major B and 128 TOPS
+    with a row-major one, at 8192^3.
+    """
+    return b.t().contiguous().t()
+
+
 def int_mm(a: Any, b: Any) -> Any:
     """int8 GEMM through torch._int_mm (Tensor Cores on a GPU; M > 16, K and N multiples of 8 there)."""
     import torch
@@ -203,7 +212,7 @@ def int_mm(a: Any, b: Any) -> Any:
     if ta.is_cuda and (ta.shape[0] <= 16 or ta.shape[1] % 8 or tb.shape[1] % 8):
         raise InputError(f"torch._int_mm on a GPU needs M > 16 and K, N multiples of 8; got "
                          f"{tuple(ta.shape)} @ {tuple(tb.shape)}. Pad the matrices.")
-    return torch._int_mm(ta, tb)
+    return torch._int_mm(ta, column_major(tb) if ta.is_cuda else tb)
 
 
 def gemm_throughput(m: int = 8192, n: int = 8192, k: int = 8192, repeats: int = 20) -> dict[str, float]:
@@ -219,10 +228,11 @@ def gemm_throughput(m: int = 8192, n: int = 8192, k: int = 8192, repeats: int = 
     a4, bt4 = pack_for_dp4a(cp.asarray(a), cp.asarray(b))
     out = cp.empty((m, n), dtype=cp.int32)
     ab, bb = a.to(torch.bfloat16), b.to(torch.bfloat16)
+    b_cm = column_major(b)
     ops = gemm_flops(m, n, k)
     t = {
         "dp4a": timeit(lambda: dp4a_gemm_packed(a4, bt4, out), backend="cupy", repeats=repeats),
-        "int_mm": timeit(lambda: torch._int_mm(a, b), backend="torch", repeats=repeats),
+        "int_mm": timeit(lambda: torch._int_mm(a, b_cm), backend="torch", repeats=repeats),
         "bf16": timeit(lambda: ab @ bb, backend="torch", repeats=repeats),
     }
     res = {f"{name}_tops": tflops(ops, tm.median_s) for name, tm in t.items()}
