@@ -37,7 +37,7 @@ unit: setup
 
 notebooks: setup
 	@mkdir -p $(ARTIFACTS) && rm -f $(ARTIFACTS)/cpu_records.jsonl
-	WORKBOOK_RESULTS=$(ARTIFACTS)/cpu_records.jsonl WORKBOOK_FIGURES=$(ARTIFACTS)/figures \
+	WORKBOOK_RESULTS=$(CURDIR)/$(ARTIFACTS)/cpu_records.jsonl WORKBOOK_FIGURES=$(CURDIR)/$(ARTIFACTS)/figures \
 	  $(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env \
 	  --nbval-cell-timeout=$(CELL_TIMEOUT) notebooks solutions
 	$(PY) -m helpers.report check-names $(ARTIFACTS)/cpu_records.jsonl

@@ -185,8 +185,12 @@ def check_names(records_file: Path, source: str = "cpu") -> list[str]:
     """Problems between the names a CPU run recorded and the stored reference of `source`."""
     from helpers.reference import load
 
-    ran = {r.name for r in bench.load_records(records_file)} if records_file.exists() else set()
+    if not records_file.exists():
+        return [f"no notebook recorded anything: {records_file} was not written (is WORKBOOK_RESULTS absolute?)"]
+    ran = {r.name for r in bench.load_records(records_file)}
     stored = {r.name for r in load(source)} - {"suite.cpu_test_minutes"}
+    if not stored:
+        return [f"reference/{source}/results.json holds no measurements"]
     problems = [f"recorded by a notebook but not in reference/{source}: {n}" for n in sorted(ran - stored)]
     problems += [f"in reference/{source} but no notebook recorded it: {n}" for n in sorted(stored - ran)]
     return problems

@@ -18,7 +18,7 @@ def test_reference_solutions_pass():
     check("lab01.classify", L.classify_kernels)
 
 
-def _reject(exercise: str, fn, match: str = "") -> None:
+def _reject(exercise: str, fn, match: str | None = None) -> None:
     with pytest.raises(CheckFailed, match=match):
         check(exercise, fn, plot=False)
 

@@ -1,0 +1,48 @@
+"""helpers.report: the name check between a CPU run and the stored CPU reference, and the summary."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from helpers import bench, report
+
+
+def _write(path: Path, names: list[str]) -> Path:
+    bench.save_records([bench.Record(n, 1.0, "x", "CPU", "2026-01-01", notebook="nb") for n in names], path)
+    return path
+
+
+def test_check_names_passes_when_names_match(tmp_path, monkeypatch):
+    stored = tuple(bench.load_records(_write(tmp_path / "s.json", ["a.b", "c.d"])))
+    monkeypatch.setattr("helpers.reference.load", lambda source="cpu": stored)
+    assert report.check_names(_write(tmp_path / "r.json", ["c.d", "a.b", "a.b"])) == []
+
+
+def test_check_names_reports_both_directions(tmp_path, monkeypatch):
+    stored = tuple(bench.load_records(_write(tmp_path / "s.json", ["a.b", "old.name"])))
+    monkeypatch.setattr("helpers.reference.load", lambda source="cpu": stored)
+    problems = report.check_names(_write(tmp_path / "r.json", ["a.b", "new.name"]))
+    assert any("new.name" in p and "not in reference" in p for p in problems)
+    assert any("old.name" in p and "no notebook recorded it" in p for p in problems)
+
+
+def test_check_names_fails_without_records_or_reference(tmp_path, monkeypatch):
+    assert "was not written" in report.check_names(tmp_path / "missing.jsonl")[0]
+    monkeypatch.setattr("helpers.reference.load", lambda source="cpu": ())
+    assert "holds no measurements" in report.check_names(_write(tmp_path / "r.json", ["a.b"]))[0]
+
+
+def test_summary_marks_targets_and_missing():
+    recs = [bench.Record("copy.cupy_over_d2d", 0.5, "ratio", "GPU", "2026-01-01")]
+    runs = [report.NotebookRun("notebooks/x.ipynb", 3.0, False, "ValueError: boom")]
+    text = report.summary_markdown(recs, runs, 1.0)
+    assert "| `copy.cupy_over_d2d` | 0.5 ratio | >= 0.92 | **no** |" in text
+    assert "| `qat.delta_pts` | missing |" in text and "FAILED: ValueError: boom" in text
+
+
+def test_stored_cpu_reference_matches_the_notebooks_names():
+    # reference/cpu is written by `make cpu-reference` from a full CPU run; it must not be empty.
+    assert report.check_names(Path("/nonexistent"))[0].startswith("no notebook recorded")
+    from helpers.reference import load
+
+    assert {r.name for r in load("cpu")} >= {"ort_cpu.int8_over_fp32", "suite.cpu_test_minutes"}
