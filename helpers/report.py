@@ -25,6 +25,7 @@ from helpers.reference import REFERENCE_DIR, ROOT, TARGETS, TARGETS_BY_NAME
 
 FOLDERS = ("notebooks", "solutions")
 KEY_FIGURES_MAX = 40
+CPU_FILE_PREFIXES = ("ort_cpu.", "suite.cpu_")  # headline names stored in reference/cpu (MEASUREMENTS.md)
 
 
 @dataclass
@@ -95,11 +96,16 @@ def summary_markdown(records: list[bench.Record], runs: list[NotebookRun], minut
              "## Headline measurements", "",
              "| measurement | value | target | met | meaning |", "|---|---|---|---|---|"]
     for t in TARGETS:
-        r = by_name.get(t.name)
+        r, where = by_name.get(t.name), ""
+        if r is None and t.name.startswith(CPU_FILE_PREFIXES):
+            from helpers.reference import lookup
+
+            r = lookup(t.name, "cpu")
+            where = f" (CPU file: {r.device}, {r.date})" if r else ""
         met = t.met(r.value if r else None)
         verdict = "missing" if r is None else {True: "yes", False: "**no**", None: "reported"}[met]
         target = f"{t.op} {t.value:g}" if t.op != "reported" else "reported"
-        lines.append(f"| `{t.name}` | {_fmt_value(r)} | {target} | {verdict} | {t.meaning} |")
+        lines.append(f"| `{t.name}` | {_fmt_value(r)}{where} | {target} | {verdict} | {t.meaning} |")
     lines += ["", "## Notebooks", "", "| notebook | seconds | status |", "|---|---|---|"]
     for run in runs:
         status = "ok" if run.ok else "FAILED: " + run.error.splitlines()[-1][:200] if run.error else "FAILED"
