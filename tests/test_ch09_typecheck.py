@@ -12,6 +12,13 @@ ROOT = Path(__file__).resolve().parent.parent
 pytest.importorskip("mypy")
 
 
+@pytest.fixture(scope="module", autouse=True)
+def patched_stubs() -> None:
+    """Write typings/tensorrt/ from the installed tensorrt-stubs (make setup does the same)."""
+    subprocess.run([sys.executable, str(ROOT / "typings" / "patch_tensorrt_stubs.py")], check=True,
+                   capture_output=True)
+
+
 def test_patched_stubs_are_present():
     stub = (ROOT / "typings" / "tensorrt" / "tensorrt.pyi").read_text()
     assert "in_: list" in stub and ", in:" not in stub and "(self, in:" not in stub
