@@ -158,3 +158,20 @@ def test_what_runs_here_and_tensorrt_guard():
         assert "NOT RUN" in trt["note"]
         with pytest.raises(MissingPackageError, match="tensorrt"):
             load_tensorrt()
+
+
+@pytest.mark.parametrize("shape,k,s,p,d", [
+    ((2, 3, 1, 40), (1, 5), (1, 1), (0, 2), (1, 1)),
+    ((2, 3, 9, 11), (3, 3), (2, 1), (1, 1), (1, 1)),
+    ((1, 4, 7, 8), (3, 2), (1, 2), (0, 1), (1, 1)),
+    ((2, 2, 9, 9), (3, 3), (1, 1), (2, 2), (2, 2)),
+])
+def test_im2col_matches_unfold(shape, k, s, p, d):
+    import torch
+
+    from helpers.deploy.torch_int8 import im2col
+
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(0))
+    cols, h, w = im2col(x, k, s, p, d)
+    ref = torch.nn.functional.unfold(x, k, dilation=d, padding=p, stride=s).transpose(1, 2)
+    assert torch.equal(cols, ref) and h * w == ref.shape[1]
