@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import json
 import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -118,9 +117,3 @@ def stored_label(source: str = "h200") -> str:
     if not recs:
         return f"no stored {source} reference yet"
     return f"{recs[0].device}, {recs[0].date} (stored reference)"
-
-
-def meta(source: str = "h200") -> dict:
-    """The metadata file stored beside the results (empty dict when absent)."""
-    path = REFERENCE_DIR / source / "meta.json"
-    return json.loads(path.read_text()) if path.exists() else {}

@@ -46,3 +46,27 @@ def test_stored_cpu_reference_matches_the_notebooks_names():
     from helpers.reference import load
 
     assert {r.name for r in load("cpu")} >= {"ort_cpu.int8_over_fp32", "suite.cpu_test_minutes"}
+
+
+def test_partial_store_keeps_other_notebooks_and_replaces_rerun_ones(tmp_path):
+    import json
+
+    dest, out = tmp_path / "ref", tmp_path / "out"
+    dest.mkdir(), out.mkdir()
+    old = [bench.Record("a.x", 1.0, "x", "GPU", "d", notebook="nb_a"),
+           bench.Record("b.x", 2.0, "x", "GPU", "d", notebook="nb_b"),
+           bench.Record("suite.gpu_report_minutes", 9.0, "min", "GPU", "d", notebook="make gpu-report")]
+    bench.save_records(old, dest / "results.json")
+    (dest / "runs.json").write_text(json.dumps([
+        {"path": "notebooks/nb_a.ipynb", "seconds": 1.0, "ok": True, "error": ""},
+        {"path": "notebooks/nb_b.ipynb", "seconds": 1.0, "ok": False, "error": "Boom"}]))
+    bench.save_records([bench.Record("b.x", 5.0, "x", "GPU", "d", notebook="nb_b")], out / "results.json")
+    (out / "runs.json").write_text(json.dumps([
+        {"path": "notebooks/nb_b.ipynb", "seconds": 3.0, "ok": True, "error": ""}]))
+    report.store(out, dest, partial=True)
+    got = {r.name: r.value for r in bench.load_records(dest / "results.json")}
+    assert got == {"a.x": 1.0, "b.x": 5.0, "suite.gpu_report_minutes": 9.0}
+    runs = json.loads((dest / "runs.json").read_text())
+    assert [r["ok"] for r in runs] == [True, True]
+    summary = (dest / "summary.md").read_text()
+    assert "Whole run: 9.0 min, 2/2 notebooks ran clean." in summary

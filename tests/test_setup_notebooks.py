@@ -43,3 +43,11 @@ def test_canonical_form_strips_outputs_and_is_stable(tmp_path: Path):
 
 def test_start_notebook_exists():
     assert (ROOT / "notebooks" / "00_start_here.ipynb").exists()
+
+
+def test_build_writes_a_canonical_notebook(tmp_path: Path):
+    p = notebooks.build(tmp_path / "n.ipynb", [("md", "# Title\n"), ("code", "\nx = 1\n")])
+    nb = json.loads(p.read_text())
+    assert [c["cell_type"] for c in nb["cells"]] == ["markdown", "code"]
+    assert "".join(nb["cells"][1]["source"]) == "x = 1"
+    assert notebooks.is_canonical(p)
