@@ -3,11 +3,18 @@
 pytorch-quantization's fake quantizer rounds in the forward pass and lets the gradient through
 unchanged inside [-amax, amax] (the straight-through estimator, STE) and zero outside. QAT
 starts from a PTQ-calibrated model (``helpers.ptq.ptq``), uses a small learning rate with a
-cosine schedule, and keeps the calibrated amax fixed.
+cosine schedule, and keeps the calibrated amax fixed. On a GPU the convolutions run in true FP32
+and deterministically: cuDNN's default TF32 keeps 10 mantissa bits, so the fake-quant rounding
+sees other values than on the CPU, and its fastest algorithms are not bit-reproducible.
+
+4-bit weights make the result noisy: a small weight change flips a rounding, and on the H200 the
+W4A8 test accuracy moved by up to 0.4 points between the last epochs and by 0.7 points between
+seeds. ``qat_seeds`` runs several seeds so that a notebook can report the median.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -36,11 +43,30 @@ def qat(qmodel: nn.Module, data: Dataset, *, epochs: int = 6, lr: float = 5e-4, 
     if model_device(qmodel).type == "cpu":
         torch.set_num_threads(1)  # tiny layers: threads gain little on the CPU, and spinning ones hurt on busy machines
     try:
-        history = fit(qmodel, data.train, epochs=epochs, lr=lr, weight_decay=weight_decay, batch_size=batch_size,
-                      seed=seed, progress=progress, desc="QAT fine-tuning", val=data.val, schedule="cosine")
+        with exact_fp32():
+            history = fit(qmodel, data.train, epochs=epochs, lr=lr, weight_decay=weight_decay,
+                          batch_size=batch_size, seed=seed, progress=progress, desc="QAT fine-tuning",
+                          val=data.val, schedule="cosine")
     finally:
         torch.set_num_threads(threads)
     return [start, *history]
+
+
+def exact_fp32() -> Any:
+    """A context in which cuDNN convolutions use full FP32 (no TF32) and deterministic algorithms."""
+    return torch.backends.cudnn.flags(enabled=True, benchmark=False, deterministic=True, allow_tf32=False)
+
+
+def qat_seeds(make: Callable[[], nn.Module], data: Dataset, seeds: Sequence[int] = (0, 1, 2),
+              **kwargs: Any) -> list[dict[str, Any]]:
+    """QAT from a fresh calibrated model (`make()`) once per seed: rows of seed, test accuracy and history."""
+    rows = []
+    for seed in seeds:
+        qmodel = make()
+        history = qat(qmodel, data, seed=seed, **kwargs)
+        with exact_fp32():
+            rows.append({"seed": seed, "test_acc": evaluate(freeze(qmodel), data), "history": history})
+    return rows
 
 
 def recovery(fp32: float, ptq_acc: float, qat_acc: float) -> dict[str, Any]:

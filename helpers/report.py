@@ -13,12 +13,14 @@ import argparse
 import fnmatch
 import json
 import os
+import re
 import shutil
 import sys
 import tarfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from helpers import bench
 from helpers.reference import REFERENCE_DIR, ROOT, TARGETS, TARGETS_BY_NAME
@@ -56,29 +58,64 @@ def _kernel_name() -> str:
     return KERNELSPEC["name"] if KERNELSPEC["name"] in names else "python3"
 
 
-def execute(path: Path, out_dir: Path, timeout: int, env: dict[str, str]) -> NotebookRun:
-    """Execute one notebook in a fresh kernel; save the executed copy; never raise."""
+# Imported by each notebook's kernel while the notebook before it runs (about 4 s a kernel on the H200).
+WARM_IMPORTS = "import numpy, torch, helpers"
+
+
+def notebook_client(path: Path, timeout: int) -> Any:
+    """An nbclient NotebookClient for one notebook, its working directory the notebook's folder."""
     import nbformat
     from nbclient import NotebookClient
 
-    nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=timeout, kernel_name=_kernel_name(),
-                            resources={"metadata": {"path": str(path.parent)}})
-    old_env = dict(os.environ)
-    os.environ.update(env)  # the kernel inherits the environment of this process
+    return NotebookClient(nbformat.read(path, as_version=4), timeout=timeout, kernel_name=_kernel_name(),
+                          resources={"metadata": {"path": str(path.parent)}})
+
+
+def prestart(client: Any) -> None:
+    """Start the client's fresh kernel now and let it import the heavy packages in the background."""
+    from jupyter_core.utils import run_sync
+
+    client.km = client.create_kernel_manager()
+    run_sync(client.async_start_new_kernel)()
+    run_sync(client.async_start_new_kernel_client)()
+    client.kc.execute(WARM_IMPORTS, silent=True, store_history=False)
+
+
+def execute(path: Path, client: Any, out_dir: Path) -> NotebookRun:
+    """Execute one notebook in its own fresh kernel; save the executed copy; never raise."""
+    import nbformat
+
     t0 = time.perf_counter()
     try:
         client.execute()
         ok, error = True, ""
     except Exception as exc:  # noqa: BLE001 - a failing notebook is reported, not fatal
         ok, error = False, f"{type(exc).__name__}: {str(exc)[-1500:]}"
-    finally:
-        os.environ.clear()
-        os.environ.update(old_env)
     seconds = time.perf_counter() - t0
     (out_dir / "executed").mkdir(parents=True, exist_ok=True)
-    nbformat.write(nb, out_dir / "executed" / f"{path.parent.name}__{path.name}")
+    nbformat.write(client.nb, out_dir / "executed" / f"{path.parent.name}__{path.name}")
     return NotebookRun(str(path.relative_to(ROOT)), seconds, ok, error)
+
+
+def execute_all(paths: list[Path], out_dir: Path, timeout: int) -> list[NotebookRun]:
+    """Execute notebooks in order, each in a fresh kernel started (and warmed) while the one before runs."""
+    from tqdm.auto import tqdm
+
+    runs: list[NotebookRun] = []
+    upcoming = None
+    for i, path in enumerate(tqdm(paths, desc="notebooks")):
+        client = upcoming or notebook_client(path, timeout)
+        upcoming = None
+        if i + 1 < len(paths):
+            try:
+                upcoming = notebook_client(paths[i + 1], timeout)
+                prestart(upcoming)
+            except Exception as exc:  # noqa: BLE001 - warming up is an optimization; the kernel starts later
+                print(f"could not pre-start the kernel of {paths[i + 1].name}: {exc}", flush=True)
+                upcoming = None
+        runs.append(execute(path, client, out_dir))
+        print(f"{runs[-1].path}: {'ok' if runs[-1].ok else 'FAILED'} in {runs[-1].seconds:.0f} s", flush=True)
+    return runs
 
 
 def _fmt_value(r: bench.Record | None) -> str:
@@ -128,7 +165,6 @@ def latest_by_name(records: list[bench.Record]) -> list[bench.Record]:
 
 def run(out: Path, pattern: str | None, timeout: int) -> tuple[list[bench.Record], list[NotebookRun]]:
     """Execute the notebooks and write results.json, summary.md, figures and the tar."""
-    from tqdm.auto import tqdm
 
     if out.exists():
         shutil.rmtree(out)
@@ -137,10 +173,13 @@ def run(out: Path, pattern: str | None, timeout: int) -> tuple[list[bench.Record
     env = {bench.RESULTS_VAR: str(records_file), "WORKBOOK_FIGURES": str(out / "figures"),
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
     t0 = time.time()
-    runs = []
-    for path in tqdm(course_notebooks(pattern), desc="notebooks"):
-        runs.append(execute(path, out, timeout, env))
-        print(f"{runs[-1].path}: {'ok' if runs[-1].ok else 'FAILED'} in {runs[-1].seconds:.0f} s", flush=True)
+    old_env = dict(os.environ)
+    os.environ.update(env)  # every kernel inherits the environment of this process
+    try:
+        runs = execute_all(course_notebooks(pattern), out, timeout)
+    finally:
+        os.environ.clear()
+        os.environ.update(old_env)
     minutes = (time.time() - t0) / 60
     records = bench.load_records(records_file) if records_file.exists() else []
     from helpers.device import has_gpu
@@ -161,20 +200,30 @@ def store(out: Path, dest: Path, partial: bool = False) -> None:
     """Copy results.json, summary.md and the key figures of a run into a reference folder.
 
     With `partial` (a run of some notebooks only), the stored records of the notebooks that were
-    not run are kept, and this run's records replace the rest.
+    not run are kept, and this run's records replace the rest. A full run replaces every notebook's
+    records and keeps those of other commands (``python -m helpers.troubleshoot.profiling all``).
     """
     dest.mkdir(parents=True, exist_ok=True)
     records = bench.load_records(out / "results.json")
     runs = [NotebookRun(**r) for r in json.loads((out / "runs.json").read_text())]
-    if partial and (dest / "results.json").exists():
-        rerun = {r.notebook for r in records}
-        records = [r for r in bench.load_records(dest / "results.json") if r.notebook not in rerun] + records
-        if (dest / "runs.json").exists():
-            new = {r.path: r for r in runs}
-            old = [NotebookRun(**r) for r in json.loads((dest / "runs.json").read_text())]
-            runs = [new.pop(r.path, r) for r in old] + list(new.values())
+    kept: list[bench.Record] = []
+    if (dest / "results.json").exists():
+        old = bench.load_records(dest / "results.json")
+        if partial:
+            rerun = {r.notebook for r in records}
+            kept = [r for r in old if r.notebook not in rerun]
+        else:  # a full run replaces every notebook's records; other commands' (the ncu profile) stay
+            ours = {p.stem for p in course_notebooks()} | {"make gpu-report"}
+            kept = [r for r in old if r.notebook not in ours]
+    records = kept + records
+    if partial and (dest / "runs.json").exists():
+        new = {r.path: r for r in runs}
+        old_runs = [NotebookRun(**r) for r in json.loads((dest / "runs.json").read_text())]
+        runs = [new.pop(r.path, r) for r in old_runs] + list(new.values())
+    if kept:
         total = next((r.value for r in records if r.name == "suite.gpu_report_minutes"), 0.0)
-        note = "\n(Some notebooks were re-run after the full run; their rows show the re-run.)\n"
+        note = ("\n(Some notebooks were re-run after the full run; their rows show the re-run.)\n" if partial else
+                "\n(Records of other commands, such as the Nsight Compute profile, are kept from their own runs.)\n")
         (dest / "summary.md").write_text(summary_markdown(latest_by_name(records), runs, total) + note)
     else:
         shutil.copy(out / "summary.md", dest / "summary.md")
@@ -200,6 +249,36 @@ def check_names(records_file: Path, source: str = "cpu") -> list[str]:
     problems = [f"recorded by a notebook but not in reference/{source}: {n}" for n in sorted(ran - stored)]
     problems += [f"in reference/{source} but no notebook recorded it: {n}" for n in sorted(stored - ran)]
     return problems
+
+
+NAME_PREFIXES = ("ch0", "ch1", "copy.", "transpose.", "gemm.", "bert_base.", "resnet50.", "ort_cpu.", "ptq.", "qat.",
+                 "suite.")
+_NAME = re.compile(r"""(?<!name=)["']([a-z0-9_]+(?:\.[a-z0-9_]+)+)["']""")  # name=... is a figure's name
+# Recorded only when it exists: the batch from which the GPU overtakes the CPU, if it does in the range.
+OPTIONAL_NAMES = frozenset({"ch01.tiny_mlp.crossover_batch"})
+
+
+def shown_names(path: Path) -> set[str]:
+    """Measurement names written out as string literals in a notebook's code (shown, looked up or recorded)."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    return {n for n in _NAME.findall(code) if n.startswith(NAME_PREFIXES)}
+
+
+def check_shown_names(paths: list[Path] | None = None) -> list[str]:
+    """Names (or name prefixes) a notebook spells out that neither stored reference (H200 or CPU) holds."""
+    from helpers.reference import load
+
+    stored = {r.name for src in ("h200", "cpu") for r in load(src)}
+
+    def held(n: str) -> bool:
+        """A stored name, an optional one, or the prefix of stored names (record_curves adds `_label.x`)."""
+        return n in stored or n in OPTIONAL_NAMES or any(s.startswith((n + ".", n + "_")) for s in stored)
+
+    return [f"{p.relative_to(ROOT)} names {n}, which no stored reference holds"
+            for p in (course_notebooks() if paths is None else paths) for n in sorted(shown_names(p)) if not held(n)]
 
 
 def store_cpu(records_file: Path, suite_file: Path) -> Path:

@@ -70,3 +70,39 @@ def test_partial_store_keeps_other_notebooks_and_replaces_rerun_ones(tmp_path):
     assert [r["ok"] for r in runs] == [True, True]
     summary = (dest / "summary.md").read_text()
     assert "Whole run: 9.0 min, 2/2 notebooks ran clean." in summary
+
+
+def test_full_store_replaces_notebook_records_and_keeps_other_commands(tmp_path):
+    import json
+
+    dest, out = tmp_path / "ref", tmp_path / "out"
+    dest.mkdir(), out.mkdir()
+    bench.save_records([bench.Record("ch08.gone", 1.0, "x", "GPU", "d", notebook="08_qat"),
+                        bench.Record("ch11.ncu.copy.dram_pct", 80.0, "%", "GPU", "d", notebook="ncu (profiling all)")],
+                       dest / "results.json")
+    bench.save_records([bench.Record("ch08.new", 2.0, "x", "GPU", "d", notebook="08_qat")], out / "results.json")
+    (out / "runs.json").write_text(json.dumps([{"path": "notebooks/08_qat.ipynb", "seconds": 3.0, "ok": True,
+                                                "error": ""}]))
+    (out / "summary.md").write_text("full run summary")
+    report.store(out, dest)
+    got = {r.name: r.value for r in bench.load_records(dest / "results.json")}
+    assert got == {"ch11.ncu.copy.dram_pct": 80.0, "ch08.new": 2.0}
+    assert "Nsight Compute profile, are kept" in (dest / "summary.md").read_text()
+
+
+def test_every_measurement_name_a_notebook_spells_out_is_stored():
+    """A notebook that shows, looks up or records a name must find it in reference/h200 or reference/cpu."""
+    assert report.check_shown_names() == []
+
+
+def test_shown_name_check_catches_a_name_nobody_stored(tmp_path, monkeypatch):
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        'reference.show(["ch09.bert.no_such_measurement", "gemm.int8_over_bf16"])\n'
+        'plots.sweep(x, y, name="ch09.figure_name_is_not_a_measurement")')])
+    monkeypatch.setattr(report, "ROOT", tmp_path)
+    path = tmp_path / "zz_probe.ipynb"
+    nbformat.write(nb, path)
+    problems = report.check_shown_names([path])
+    assert problems == ["zz_probe.ipynb names ch09.bert.no_such_measurement, which no stored reference holds"]

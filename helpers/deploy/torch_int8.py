@@ -48,7 +48,8 @@ def int8_matmul(q: torch.Tensor, w_int8: torch.Tensor) -> torch.Tensor:
 class Int8Linear(nn.Module):
     """A Linear layer running as int8 x int8 -> int32 with per-channel weight scales."""
 
-    def __init__(self, linear: nn.Linear, act_scale: float, out_dtype: torch.dtype | None = None):
+    def __init__(self, linear: nn.Linear, act_scale: float, out_dtype: torch.dtype | None = None,
+                 fused: bool = False):
         super().__init__()
         w = linear.weight.detach()
         s_w = weight_scales(w).to(w.device)
@@ -59,11 +60,18 @@ class Int8Linear(nn.Module):
         self.register_buffer("out_scale", (s_w * float(act_scale)).float())
         self.register_buffer("bias", None if linear.bias is None else linear.bias.detach().float())
         self.out_dtype = out_dtype
+        self.fused = fused  # on a GPU: one Triton kernel for GEMM + dequantize + bias
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Quantize x, multiply in int8, dequantize and add the bias."""
         lead = x.shape[:-1]
-        acc = int8_matmul(quantize_act(x.reshape(-1, x.shape[-1]), self.act_scale), self.w_int8)
+        q = quantize_act(x.reshape(-1, x.shape[-1]), self.act_scale)
+        if self.fused and q.is_cuda:
+            from helpers.deploy.triton_int8 import int8_linear
+
+            y = int8_linear(q, self.w_int8, self.out_scale, self.bias, self.out_dtype or x.dtype)
+            return y.reshape(*lead, -1)
+        acc = int8_matmul(q, self.w_int8)
         y = acc.float() * self.out_scale
         if self.bias is not None:
             y = y + self.bias
@@ -172,25 +180,28 @@ def _replace(model: nn.Module, name: str, new: nn.Module) -> None:
 
 
 def to_int8(
-    model: nn.Module, act_amax: Mapping[str, float], *, fp8: bool = False, convs: bool = True
+    model: nn.Module, act_amax: Mapping[str, float], *, fp8: bool = False, convs: bool = True,
+    fused: bool = False,
 ) -> nn.Module:
     """A copy of `model` whose calibrated Linear (and, for INT8, Conv) layers run as integer GEMMs.
 
     `model` may be a float model (with `act_amax` from ``qdq_model.calibrate``) or a fake-quant
     model from ``insert_qdq`` (its QDQLayers' scales are reused and `act_amax` may be empty).
+    `fused` runs the INT8 Linear layers through the Triton GEMM with the dequantization in its
+    epilogue (``helpers.deploy.triton_int8``) when they run on a GPU.
     """
     out = copy.deepcopy(model).eval()
     for name, m in list(out.named_modules()):
         if isinstance(m, QDQLayer):
             _replace(
-                out, name, _convert(m.layer, float(m.act_scale) * QMAX, fp8, convs, fallback=m)
+                out, name, _convert(m.layer, float(m.act_scale) * QMAX, fp8, convs, fallback=m, fused=fused)
             )
     layers = quantizable_layers(out)
     missing = [n for n in act_amax if n not in layers]
     if missing:
         raise InputError(f"act_amax names layers the model does not have: {missing[:3]}.")
     for name, amax in act_amax.items():
-        _replace(out, name, _convert(layers[name], amax, fp8, convs, fallback=layers[name]))
+        _replace(out, name, _convert(layers[name], amax, fp8, convs, fallback=layers[name], fused=fused))
     return out
 
 
@@ -215,13 +226,13 @@ def _numeric_padding(conv: nn.Conv1d | nn.Conv2d) -> tuple[int, ...]:
 
 
 def _convert(
-    layer: nn.Module, amax: float, fp8: bool, convs: bool, fallback: nn.Module
+    layer: nn.Module, amax: float, fp8: bool, convs: bool, fallback: nn.Module, fused: bool = False
 ) -> nn.Module:
     """The integer (or FP8) version of one layer, or `fallback` (fake-quant or float) when it has none."""
     if not np.isfinite(amax) or amax <= 0:
         raise InputError(f"activation amax must be positive and finite, got {amax!r}.")
     if isinstance(layer, nn.Linear):
-        return FP8Linear(layer, amax) if fp8 else Int8Linear(layer, amax / QMAX)
+        return FP8Linear(layer, amax) if fp8 else Int8Linear(layer, amax / QMAX, fused=fused)
     if convs and not fp8 and int8_conv_supported(layer):
         return Int8Conv(layer, amax / QMAX)
     return fallback

@@ -19,12 +19,18 @@ BERT_PATHS = (
     "fp32 eager",
     "fp16 eager",
     "fp16 compiled",
+    "fp16 CUDA graphs",
     "int8 eager",
     "int8 compiled",
-    "int8 autotuned",
+    "int8 fused",
+    "int8 fused CUDA graphs",
     "fp8 eager",
     "fp8 compiled",
 )
+# "compiled": torch.compile (default mode). "CUDA graphs": torch.compile(mode="reduce-overhead"), which
+# replays the whole forward as one CUDA graph, so the host's launch speed no longer matters.
+# "int8 fused": the Linear layers run helpers.deploy.triton_int8 (dequantize + bias in the GEMM's epilogue).
+GRAPH_MODE = "reduce-overhead"
 # images/s per GPU: MLPerf Inference v4.1, ResNet-50 offline, H200-SXM with TensorRT (8-GPU result / 8)
 MLPERF_RESNET50_H200 = 94_620.0
 
@@ -157,6 +163,7 @@ def bert_variants(
     """Zero-argument callables running BERT-base (random init) on the GPU, one per precision path."""
     from helpers.deploy.qdq_model import calibrate
     from helpers.deploy.torch_int8 import fp8_supported, to_int8
+    from helpers.deploy.triton_int8 import available as triton_available
     from helpers.device import require_gpu
     from helpers.models.bert import bert_base, bert_inputs
 
@@ -184,18 +191,18 @@ def bert_variants(
         return lambda: fn(**inputs)
 
     for p in paths:
+        graphs = p.endswith("CUDA graphs")
+        compiled = graphs or p.endswith("compiled") or p == "int8 fused"
+        mode = GRAPH_MODE if graphs else None
         if p == "fp32 eager":
             out[p] = runner(fp32)
-        elif p == "fp16 eager":
-            out[p] = runner(half)
-        elif p == "fp16 compiled":
-            out[p] = runner(half, True)
-        elif p == "int8 autotuned":  # Triton GEMM templates: the dequantize fuses into the GEMM
-            out[p] = runner(
-                to_int8(half, encoder_linears(half)), True, "max-autotune-no-cudagraphs"
-            )
+        elif p.startswith("fp16"):
+            out[p] = runner(half, compiled, mode)
         elif p.startswith("int8"):
-            out[p] = runner(to_int8(half, encoder_linears(half)), p.endswith("compiled"))
+            fused = p.startswith("int8 fused")
+            if fused and not triton_available():
+                continue
+            out[p] = runner(to_int8(half, encoder_linears(half), fused=fused), compiled, mode)
         elif p.startswith("fp8") and fp8_supported():
             out[p] = runner(to_int8(half, encoder_linears(half), fp8=True), p.endswith("compiled"))
     return out
@@ -240,6 +247,46 @@ def profile_table(fn: Callable[[], Any], row_limit: int = 12) -> str:
                 torch.cuda.synchronize()
     key = "cuda_time_total" if torch.cuda.is_available() else "cpu_time_total"
     return prof.key_averages().table(sort_by=key, row_limit=row_limit)
+
+
+GEMM_KERNEL_HINTS = ("gemm", "nvjet", "cutlass", "xmma", "_int8_linear_kernel", "triton_mm", "triton_tem")
+FUSED_ELEMENTWISE = ("triton_poi", "triton_per", "triton_red")  # inductor's pointwise and reduction kernels
+
+
+def is_gemm_kernel(name: str) -> bool:
+    """True for a kernel name that belongs to a matrix multiply (cuBLAS, cuBLASLt, CUTLASS, Triton GEMMs)."""
+    low = name.lower()
+    if low.startswith(FUSED_ELEMENTWISE) or "attention" in low or "sdpa" in low or "fmha" in low:
+        return False
+    return any(h in low for h in GEMM_KERNEL_HINTS)
+
+
+def gpu_time_split(fn: Callable[[], Any]) -> dict[str, float]:
+    """GPU milliseconds of one call of `fn`, split into GEMM kernels and everything else (torch.profiler)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from helpers.device import require_gpu
+
+    require_gpu("Splitting GPU time by kernel")
+    with torch.inference_mode():
+        fn()
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            fn()
+            torch.cuda.synchronize()
+    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    gemm = sum(e.self_device_time_total for e in kernels if is_gemm_kernel(e.name)) / 1e3
+    total = sum(e.self_device_time_total for e in kernels) / 1e3
+    if total <= 0:
+        raise InputError("the profiler saw no GPU kernels in this call; is the function running on the GPU?")
+    return {"gemm ms": gemm, "other ms": total - gemm, "total ms": total, "gemm share": gemm / total}
+
+
+def amdahl_bound(gemm_share: float, gemm_speedup: float) -> float:
+    """Whole-model speed-up when only the GEMM share of the time gets `gemm_speedup` faster."""
+    if not 0 <= gemm_share <= 1 or gemm_speedup <= 0:
+        raise InputError(f"need 0 <= gemm_share <= 1 and gemm_speedup > 0, got {gemm_share}, {gemm_speedup}.")
+    return 1.0 / ((1.0 - gemm_share) + gemm_share / gemm_speedup)
 
 
 def slug(label: str) -> str:
