@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -268,7 +269,8 @@ def gpu_time_split(fn: Callable[[], Any]) -> dict[str, float]:
     from helpers.device import require_gpu
 
     require_gpu("Splitting GPU time by kernel")
-    with torch.inference_mode():
+    with torch.inference_mode(), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*Profiler clears events.*")
         fn()
         torch.cuda.synchronize()
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
