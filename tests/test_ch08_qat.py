@@ -30,6 +30,31 @@ def test_qat_recovers_what_w4a4_ptq_lost(resnet, data):
     assert 0 < r["recovered %"] <= 100 + 1e-6 or after > fp32
 
 
+def test_qat_seeds_trains_a_fresh_copy_per_seed_and_leaves_the_calibrated_model_alone(resnet, data):
+    import copy
+
+    calibrated = ptq.ptq(resnet, data, method="mse", weight_bits=4, act_bits=8)
+    before = {k: v.clone() for k, v in calibrated.state_dict().items()}
+    made = []
+
+    def make():
+        made.append(copy.deepcopy(calibrated))
+        return made[-1]
+
+    rows = qat.qat_seeds(make, data, (0, 1), epochs=1, lr=1e-3, progress=False)
+    assert [r["seed"] for r in rows] == [0, 1] and len(made) == 2 and made[0] is not made[1]
+    assert all(len(r["history"]) == 2 and 0 <= r["test_acc"] <= 100 for r in rows)
+    assert not torch.equal(made[0].state_dict()["stem.0.weight"], made[1].state_dict()["stem.0.weight"])
+    assert all(torch.equal(v, calibrated.state_dict()[k]) for k, v in before.items())
+
+
+def test_exact_fp32_turns_tf32_off_inside_and_restores_it():
+    old = torch.backends.cudnn.allow_tf32
+    with qat.exact_fp32():
+        assert torch.backends.cudnn.allow_tf32 is False and torch.backends.cudnn.deterministic is True
+    assert torch.backends.cudnn.allow_tf32 == old
+
+
 def test_qat_validates_its_inputs(resnet, data):
     with pytest.raises(InputError, match="quantized"):
         qat.qat(resnet, data, epochs=1)

@@ -106,3 +106,21 @@ def test_shown_name_check_catches_a_name_nobody_stored(tmp_path, monkeypatch):
     nbformat.write(nb, path)
     problems = report.check_shown_names([path])
     assert problems == ["zz_probe.ipynb names ch09.bert.no_such_measurement, which no stored reference holds"]
+
+
+def test_execute_all_prestarts_warm_kernels_and_reports_failures(tmp_path, monkeypatch):
+    import nbformat
+
+    cells = {"a": "x = 1",
+             "b": "import sys\nassert 'torch' in sys.modules, 'the kernel was not warmed up'",
+             "c": "raise ValueError('boom')"}
+    paths = []
+    for name, src in cells.items():
+        paths.append(tmp_path / f"{name}.ipynb")
+        nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(src)]), paths[-1])
+    monkeypatch.setattr(report, "ROOT", tmp_path)
+    runs = report.execute_all(paths, tmp_path / "out", timeout=120)
+    assert [(r.path, r.ok) for r in runs] == [("a.ipynb", True), ("b.ipynb", True), ("c.ipynb", False)]
+    assert "boom" in runs[2].error
+    assert sorted(p.name for p in (tmp_path / "out" / "executed").iterdir()) == [
+        f"{tmp_path.name}__{n}.ipynb" for n in "abc"]
