@@ -31,7 +31,7 @@ lab: setup
 test: setup
 	@start=$$(date +%s); \
 	$(MAKE) --no-print-directory unit notebooks browser && \
-	$(PY) -m helpers.suite_time "$$start" $(ARTIFACTS)/suite_time.json
+	$(PY) -m helpers.tools.suite_time "$$start" $(ARTIFACTS)/suite_time.json
 
 unit: setup
 	$(PY) -m pytest tests -m "not browser" -q
@@ -41,11 +41,11 @@ notebooks: setup
 	WORKBOOK_RESULTS=$(CURDIR)/$(ARTIFACTS)/cpu_records.jsonl WORKBOOK_FIGURES=$(CURDIR)/$(ARTIFACTS)/figures \
 	  $(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env \
 	  --nbval-cell-timeout=$(CELL_TIMEOUT) notebooks solutions
-	$(PY) -m helpers.report check-names $(ARTIFACTS)/cpu_records.jsonl
+	$(PY) -m helpers.tools.report check-names $(ARTIFACTS)/cpu_records.jsonl
 
 ## Store this machine's notebook measurements as the CPU reference (after `make test`).
 cpu-reference: setup
-	$(PY) -m helpers.report store-cpu $(ARTIFACTS)/cpu_records.jsonl $(ARTIFACTS)/suite_time.json
+	$(PY) -m helpers.tools.report store-cpu $(ARTIFACTS)/cpu_records.jsonl $(ARTIFACTS)/suite_time.json
 
 browser: setup
 	@if [ "$(BROWSER)" = "0" ]; then echo "browser tests skipped (BROWSER=0)"; else \
@@ -68,15 +68,15 @@ grade: setup
 
 ## Run every notebook, collect the measurements, write results + summary + plots.
 gpu-report: setup
-	$(PY) -m helpers.report --out $(ARTIFACTS)/report
+	$(PY) -m helpers.tools.report --out $(ARTIFACTS)/report
 
 ## Static HTML course site from the committed notebooks and stored reference results (offline).
 site: setup
-	$(PY) -m helpers.site --out $(ARTIFACTS)/site
+	$(PY) -m helpers.tools.site --out $(ARTIFACTS)/site
 
 ## Canonicalize notebooks (no outputs, stable JSON).
 fmt: setup
-	$(PY) -m helpers.notebooks fmt
+	$(PY) -m helpers.tools.notebooks fmt
 
 typecheck: setup
 	$(PY) -m mypy helpers/deploy/tensorrt_backend.py

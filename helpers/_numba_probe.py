@@ -1,4 +1,7 @@
-"""A one-line numba kernel that proves numba.cuda works (imported only after the simulator switch)."""
+"""A one-line numba kernel that proves numba.cuda works (imported only after the simulator switch).
+
+Serves: core — used by every chapter and every lab.
+"""
 
 import warnings
 

@@ -4,7 +4,9 @@ Timing: warm-up, synchronization, repeats; median and spread. GPU work is timed 
 CUDA events on the stream it runs on (torch, cupy or numba), CPU work with perf_counter.
 Records: every headline number a notebook measures goes through ``record()``, which
 stamps it with the device, versions and date and, when ``WORKBOOK_RESULTS`` names a
-file, appends it there as a JSON line (``helpers.report`` collects those files).
+file, appends it there as a JSON line (``helpers.tools.report`` collects those files).
+
+Serves: core — used by every chapter and every lab.
 """
 
 from __future__ import annotations
@@ -166,6 +168,11 @@ def bandwidth_gbs(bytes_moved: float, seconds: float) -> float:
     return bytes_moved / seconds / 1e9
 
 
+def gbs(fn: Callable[[], Any], bytes_moved: float, backend: str, **timing: int) -> float:
+    """GB/s of `bytes_moved` (read + written) per call of `fn`: the median of ``timeit(fn, **timing)``."""
+    return bandwidth_gbs(bytes_moved, timeit(fn, backend=backend, **timing).median_s)
+
+
 def tflops(flops: float, seconds: float) -> float:
     """Throughput in TFLOP/s (or TOPS for integer work)."""
     return flops / seconds / 1e12
@@ -253,6 +260,17 @@ def record(
         with open(path, "a", encoding="utf-8") as f:
             f.write(json.dumps(rec.to_json()) + "\n")
     return rec
+
+
+def record_relative(results: dict[str, float], value_prefix: str, unit: str, ratio_prefix: str,
+                    baseline: str) -> dict[str, float]:
+    """Record each ``<backend>_<variant>`` value and its ratio to the same backend's `baseline`; return the ratios."""
+    rel = {}
+    for k, v in results.items():
+        record(f"{value_prefix}.{k}", v, unit)
+        rel[k] = v / results[f"{k.split('_')[0]}_{baseline}"]
+        record(f"{ratio_prefix}.{k}", rel[k], "ratio")
+    return rel
 
 
 def save_records(records: Iterable[Record], path: str | os.PathLike) -> None:

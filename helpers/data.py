@@ -8,6 +8,8 @@ Nothing is downloaded. Built in:
   scikit-learn; used as-is (no upscaling, no augmentation). Easy: FP32 is ~99%.
 - ``"cifar10"`` and ``"imagefolder"``: only when you pass ``root`` pointing at data you already have
   (the ``cifar-10-batches-py`` folder, or an ImageFolder tree ``root/<class>/<image>``).
+
+Serves: core — used by chapters 7–11 and labs 06–09.
 """
 
 from __future__ import annotations

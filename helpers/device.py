@@ -1,4 +1,7 @@
-"""What this machine can do: the GPU, its attributes, and which software stacks really work."""
+"""What this machine can do: the GPU, its attributes, and which software stacks really work.
+
+Serves: core — used by every chapter and every lab.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Errors that speak to a student: what went wrong, why, and the one thing to do."""
+"""Errors that speak to a student: what went wrong, why, and the one thing to do.
+
+Serves: core — used by every chapter and every lab.
+"""
 
 from __future__ import annotations
 

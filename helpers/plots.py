@@ -1,4 +1,7 @@
-"""One plotting style and the course's common figures, each labelled with the device it shows."""
+"""One plotting style and the course's common figures, each labelled with the device it shows.
+
+Serves: core — used by every chapter and every lab.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Stored reference results (from a real GPU run, and from the CPU CI machine), shown beside yours."""
+"""Stored reference results (from a real GPU run, and from the CPU CI machine), shown beside yours.
+
+Serves: core — used by chapters 0–11.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from helpers.bench import Record, load_records, session_records
 from helpers.errors import InputError
@@ -117,3 +121,51 @@ def stored_label(source: str = "h200") -> str:
     if not recs:
         return f"no stored {source} reference yet"
     return f"{recs[0].device}, {recs[0].date} (stored reference)"
+
+
+def stored_curve(prefix: str, source: str = "h200") -> dict[int, float]:
+    """A stored sweep {x: value} from records named <prefix>.<letter><x>, sorted by x."""
+    pts = {}
+    for r in lookup_all(prefix + ".", source):
+        tail = r.name[len(prefix) + 1:].lstrip("sobk")
+        if tail.isdigit():
+            pts[int(tail)] = r.value
+    return dict(sorted(pts.items()))
+
+
+def _stored_note(source: str = "h200") -> tuple[str | None, str]:
+    """(device, note) for a figure drawn from stored records."""
+    recs = load(source)
+    return (recs[0].device if recs else None), (f"stored reference, {recs[0].date}" if recs else "")
+
+
+def plot_stored_sweep(prefixes: dict[str, str], title: str, xlabel: str, ylabel: str,
+                      logx: bool = False, source: str = "h200") -> Any:
+    """Redraw stored sweeps {label: record prefix} as lines, or say that none is stored yet."""
+    from helpers import plots
+
+    curves = {label: stored_curve(p, source) for label, p in prefixes.items()}
+    curves = {k: v for k, v in curves.items() if v}
+    if not curves:
+        print(f"{title}: not measured yet (no stored {source} records under "
+              f"{', '.join(prefixes.values())}).")
+        return None
+    xs = sorted(set().union(*curves.values()))
+    ys = {k: [v.get(x, float("nan")) for x in xs] for k, v in curves.items()}
+    device, note = _stored_note(source)
+    return plots.sweep(xs, ys, title=title, xlabel=xlabel, ylabel=ylabel, logx=logx, device=device,
+                       note=note)
+
+
+def plot_stored_bars(prefix: str, title: str, ylabel: str, target: float | None = None,
+                     source: str = "h200") -> Any:
+    """Bar chart of every stored record under `prefix` (labels = name tails), or say none is stored."""
+    from helpers import plots
+
+    recs = lookup_all(prefix + ".", source)
+    if not recs:
+        print(f"{title}: not measured yet (no stored {source} records under {prefix}.).")
+        return None
+    device, note = _stored_note(source)
+    return plots.bar_ratios({r.name[len(prefix) + 1:]: r.value for r in recs}, title=title, ylabel=ylabel,
+                            target=target, device=device, note=note)

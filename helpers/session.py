@@ -1,4 +1,7 @@
-"""The first call of every notebook: name it, seed it, style its plots, say where it runs."""
+"""The first call of every notebook: name it, seed it, style its plots, say where it runs.
+
+Serves: core — used by every chapter and every lab.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""One way to show a table of dicts: HTML in Jupyter, aligned text elsewhere."""
+"""One way to show a table of dicts: HTML in Jupyter, aligned text elsewhere.
+
+Serves: core — used by chapters 0–11 and labs 06, 08, 09.
+"""
 
 from __future__ import annotations
 

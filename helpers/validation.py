@@ -1,4 +1,7 @@
-"""Argument checks shared by every public helper, each raising a clear InputError."""
+"""Argument checks shared by every public helper, each raising a clear InputError.
+
+Serves: core — used by every chapter and every lab.
+"""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from helpers.grading.labgen import lab_from_solution
-from helpers.notebooks import canonical, dumps
+from helpers.tools.notebooks import canonical, dumps
 
 LAB = "lab98_fixture"
 SENTINEL = "HIDDEN-SENTINEL"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import claims
+from helpers.chapters.ch01_why_gpu_inference import claims
 from helpers.errors import InputError
 
 

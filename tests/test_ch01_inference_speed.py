@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from helpers import bench
-from helpers import inference_speed as speed
+from helpers.chapters.ch01_why_gpu_inference import inference_speed as speed
 from helpers.errors import InputError, NoGPUError
 
 

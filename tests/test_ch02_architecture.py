@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import architecture as arch
+from helpers.perf import architecture as arch
 from helpers.device import GPUInfo
 from helpers.errors import InputError
 

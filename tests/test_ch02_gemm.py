@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from helpers import gemm
+from helpers.perf import gemm
 from helpers.bench import Record
 from helpers.errors import InputError
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import roofline as rl
+from helpers.perf import roofline as rl
 from helpers.errors import InputError
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from helpers import access_patterns as ap
+from helpers.perf import access_patterns as ap
 from helpers.errors import InputError
 from helpers.kernels import copy, simtrace, transpose
 
@@ -60,7 +60,7 @@ def test_drawings_are_complete_figures():
     import matplotlib.pyplot as plt
     from figure_lint import figure_problems
 
-    from helpers import memory_bench
+    from helpers.chapters.ch03_memory_hierarchy import memory_bench
 
     fig = ap.draw_warp(lambda t: 2 * t, "stride 2", warps=2)
     fig2 = ap.draw_banks([r * 32 * 4 for r in range(32)], "column")

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import bench, memory_bench as mb
+from helpers import bench, reference
+
+from helpers.chapters.ch03_memory_hierarchy import memory_bench as mb
 
 
 def test_stored_plots_without_records_say_so(capsys):
-    assert mb.plot_stored_bars("ch99.none", "Nothing", "GB/s") is None
-    assert mb.plot_stored_sweep({"x": "ch99.none"}, "Nothing", "x", "y") is None
+    assert reference.plot_stored_bars("ch99.none", "Nothing", "GB/s") is None
+    assert reference.plot_stored_sweep({"x": "ch99.none"}, "Nothing", "x", "y") is None
     assert "not measured yet" in capsys.readouterr().out
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import bench, warp_bench as wb
+from helpers import bench
+
+from helpers.chapters.ch04_warp_execution import warp_bench as wb
 
 
 def test_simulated_tables():

@@ -8,7 +8,7 @@ Tolerances (stated, and why):
   within one bin width. On inputs with few distinct values it returns the position of a NaN
   divergence (np.argmin does that); nan_policy='pytorch_quantization' reproduces it exactly.
 - mse: pytorch-quantization's _compute_amax_mse calls .cuda(), so we compare against
-  helpers.pq_compat.compute_amax_mse (the same function without .cuda(), using the library's own
+  helpers.model_quant.pq_compat.compute_amax_mse (the same function without .cuda(), using the library's own
   fake_tensor_quant): exactly its amax from its histogram, within one bin width from ours.
 - percentile: pytorch-quantization returns the lower edge of the bin where the CDF reaches p, we
   return its upper edge (so at least p % of the values are inside the range); within one bin
@@ -81,8 +81,8 @@ def test_entropy_own_histogram_within_one_bin(both):
 
 
 def _pq_mse_on_cpu(pq):
-    """pytorch-quantization's MSE amax through helpers.pq_compat (its own version calls .cuda())."""
-    from helpers.pq_compat import compute_amax_mse
+    """pytorch-quantization's MSE amax through helpers.model_quant.pq_compat (its own version calls .cuda())."""
+    from helpers.model_quant.pq_compat import compute_amax_mse
 
     return float(compute_amax_mse(pq._calib_hist.int().numpy(), pq._calib_bin_edges.numpy(), 8, False))
 
@@ -150,7 +150,7 @@ def test_figures_pass_the_figure_lint():
     import matplotlib.pyplot as plt
     from figure_lint import figure_problems
 
-    from helpers.quant import figures
+    from helpers.chapters.ch05_quantization_fundamentals import figures
 
     x = np.abs(np.random.default_rng(0).normal(size=5000)).astype(np.float32)
     figs = [figures.grid_figure(3), figures.grid_figure(4, symmetric=False),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from helpers import pq_compat, ptq, qat
+from helpers.model_quant import pq_compat, ptq, qat
 from helpers.models.train import evaluate
 
 pytestmark = pytest.mark.gpu

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from helpers import ptq
+from helpers.model_quant import ptq
 from helpers.grading import CheckFailed, check
 from helpers.models.train import evaluate
-from helpers.pq_compat import load_calib_amax, quantizers
+from helpers.model_quant.pq_compat import load_calib_amax, quantizers
 from helpers.quant.metrics import sqnr_db
 
 pytest.importorskip("pytorch_quantization")

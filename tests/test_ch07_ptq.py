@@ -1,4 +1,4 @@
-"""helpers.ptq and helpers.pq_compat: layer swap, calibration, CPU fixes, and agreement with helpers.quant."""
+"""helpers.model_quant.ptq and helpers.model_quant.pq_compat: layer swap, calibration, CPU fixes, and agreement with helpers.quant."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from helpers import pq_compat, ptq
+from helpers.model_quant import pq_compat, ptq
 from helpers.data import load_dataset
 from helpers.errors import InputError
 from helpers.models.train import build_model, evaluate

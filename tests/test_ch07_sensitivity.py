@@ -1,11 +1,11 @@
-"""helpers.sensitivity and helpers.diagnose: rankings, mixed precision, and the checklist on a model made to fail."""
+"""helpers.model_quant.sensitivity and helpers.model_quant.diagnose: rankings, mixed precision, and the checklist on a model made to fail."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from helpers import diagnose, ptq, sensitivity
+from helpers.model_quant import diagnose, ptq, sensitivity
 from helpers.data import load_dataset
 from helpers.errors import InputError
 from helpers.models.train import evaluate, trained_model

@@ -1,11 +1,11 @@
-"""helpers.qat and lab 7: QAT recovers W4A4 accuracy; the lab's checks reject known-wrong answers."""
+"""helpers.model_quant.qat and lab 7: QAT recovers W4A4 accuracy; the lab's checks reject known-wrong answers."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from helpers import ptq, qat
+from helpers.model_quant import ptq, qat
 from helpers.errors import InputError
 from helpers.grading import CheckFailed, check
 from helpers.models.train import build_model, evaluate

@@ -131,7 +131,7 @@ def test_benchmark_and_plot(deployed):
 
 
 def test_deploy_all_and_cpu_comparison_on_small_inputs(tmp_path):
-    from helpers.deploy.workloads import deploy_all, ort_cpu_comparison, slug
+    from helpers.chapters.ch09_deployment.workloads import deploy_all, ort_cpu_comparison, slug
 
     m, x = tiny_cnn(), tiny_inputs(64)
     d = deploy_all(m, x, x, tmp_path / "all", calib_batch=32)

@@ -158,7 +158,7 @@ def test_pytorch_quantization_model_exports_qdq_that_passes_the_validator(tmp_pa
     pytest.importorskip("pytorch_quantization")
     from torch.utils.data import TensorDataset
 
-    from helpers.ptq import ptq
+    from helpers.model_quant.ptq import ptq
 
     m, x = tiny_cnn(), tiny_inputs()
     qm = ptq(m, TensorDataset(x, torch.zeros(len(x), dtype=torch.long)), method="max")

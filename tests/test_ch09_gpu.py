@@ -64,7 +64,7 @@ def test_fp8_linear_on_gpu():
 
 
 def test_cuda_graph_replays_the_same_result():
-    from helpers.deploy.workloads import cuda_graph
+    from helpers.chapters.ch09_deployment.workloads import cuda_graph
 
     m, x = tiny_cnn(), tiny_inputs(8)
     model = to_int8(fake_quant_copy(m, [x]), {}).cuda()
@@ -81,7 +81,7 @@ def test_cuda_graph_replays_the_same_result():
 
 
 def test_small_bert_variants_run_and_agree():
-    from helpers.deploy.workloads import BERT_PATHS, bert_variants, time_variants
+    from helpers.chapters.ch09_deployment.workloads import BERT_PATHS, bert_variants, time_variants
 
     variants = bert_variants(batch=8, seq=128, num_layers=2)
     assert set(variants) <= set(BERT_PATHS) and {"int8 compiled", "int8 fused CUDA graphs"} <= set(variants)
@@ -96,7 +96,7 @@ def test_small_bert_variants_run_and_agree():
 
 
 def test_profile_table_lists_gpu_kernels():
-    from helpers.deploy.workloads import profile_table, resnet50_variants
+    from helpers.chapters.ch09_deployment.workloads import profile_table, resnet50_variants
 
     fn = resnet50_variants(batch=8, size=64)["fp16 channels-last eager"]
     table = profile_table(fn, row_limit=5)

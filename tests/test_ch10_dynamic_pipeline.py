@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import dynamic_quant as dq
-from helpers import pipeline
+from helpers.chapters.ch10_beyond_int8 import dynamic_quant as dq
+from helpers.chapters.ch10_beyond_int8 import pipeline
 from helpers.errors import InputError
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import layouts, sparsity
+from helpers.chapters.ch10_beyond_int8 import layouts, sparsity
 from helpers.errors import InputError
 
 
@@ -92,7 +92,7 @@ def test_conv_layout_times_cpu_and_errors():
 
 
 def test_fp8_beats_int8_only_with_outliers():
-    from helpers import fp8_study
+    from helpers.chapters.ch10_beyond_int8 import fp8_study
 
     rows = {r["tensor"]: r for r in fp8_study.error_table(fp8_study.sample_tensors(1 << 14))}
     assert rows["gaussian weights"]["INT8 SQNR dB"] > rows["gaussian weights"]["FP8 E4M3 SQNR dB"]
@@ -102,7 +102,7 @@ def test_fp8_beats_int8_only_with_outliers():
 
 
 def test_fp8_errors_reject_bad_input():
-    from helpers import fp8_study
+    from helpers.chapters.ch10_beyond_int8 import fp8_study
 
     with pytest.raises(InputError):
         fp8_study.errors(np.zeros(8, dtype=np.float32))
@@ -128,7 +128,7 @@ def test_gpu_semi_structured_and_layouts():
 
 @pytest.mark.gpu
 def test_gpu_fp8_speed_or_skip():
-    from helpers import fp8_study
+    from helpers.chapters.ch10_beyond_int8 import fp8_study
 
     ok, why = fp8_study.fp8_support()
     if not ok:
@@ -145,7 +145,9 @@ def test_mixed_precision_figure_passes_the_figure_rules(tmp_path, monkeypatch):
 
     import matplotlib.pyplot as plt
 
-    from helpers import mixed_precision, plots
+    from helpers.chapters.ch10_beyond_int8 import mixed_precision
+
+    from helpers import plots
 
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
     from figure_lint import figure_problems

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from helpers.dynamic_quant import atomic_add_ema
+from helpers.chapters.ch10_beyond_int8.dynamic_quant import atomic_add_ema
 from helpers.grading import CheckFailed, check
-from helpers.troubleshoot import arch_mismatch, lab_deployment
+from helpers.chapters.ch11_troubleshooting import arch_mismatch, lab_deployment
 
 
 def test_gencode_accepts_reference_and_rejects_wrong():

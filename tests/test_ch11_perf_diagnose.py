@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from helpers.errors import InputError
-from helpers.troubleshoot import lab_deployment, perf_diagnose
+from helpers.chapters.ch11_troubleshooting import lab_deployment, perf_diagnose
 
 
 @pytest.fixture(scope="module")

@@ -7,8 +7,8 @@ import shutil
 import pytest
 
 from helpers.errors import InputError
-from helpers.troubleshoot import arch_mismatch as am
-from helpers.troubleshoot import profiling
+from helpers.chapters.ch11_troubleshooting import arch_mismatch as am
+from helpers.chapters.ch11_troubleshooting import profiling
 
 NCU_CSV = '''==PROF== Connected to process 4242 (/usr/bin/python3.12)
 ==PROF== Profiling "copy_strided" - 0: 0%....50%....100% - 3 passes
@@ -70,7 +70,7 @@ def test_ncu_commands_use_clock_control_none():
     assert cmds[0] == "mkdir -p out" and len(cmds) == len(profiling.TARGETS) + 1
     for c in cmds[1:]:
         assert c.startswith("ncu --clock-control none") and "--csv" in c and "> out/" in c
-        assert "helpers.troubleshoot.profiling run" in c
+        assert "helpers.chapters.ch11_troubleshooting.profiling run" in c
     with pytest.raises(InputError):
         profiling.ncu_command("nope")
 

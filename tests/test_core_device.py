@@ -8,7 +8,9 @@ import sys
 
 import pytest
 
-from helpers import device, specs
+from helpers import device
+
+from helpers.perf import specs
 
 
 def test_simulator_matches_hardware():

@@ -1,10 +1,12 @@
-"""helpers.report: the name check between a CPU run and the stored CPU reference, and the summary."""
+"""helpers.tools.report: the name check between a CPU run and the stored CPU reference, and the summary."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from helpers import bench, report
+from helpers import bench
+
+from helpers.tools import report
 
 
 def _write(path: Path, names: list[str]) -> Path:

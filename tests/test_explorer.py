@@ -1,4 +1,4 @@
-"""The quantization explorer's logic (helpers.explorer): numbers against helpers.quant.core,
+"""The quantization explorer's logic (helpers.chapters.ch05_quantization_fundamentals.explorer): numbers against helpers.quant.core,
 monotone error, clipping, bad input, the static fallback, and the widget wiring (no browser)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import threading
 import numpy as np
 import pytest
 
-from helpers import explorer as ex
+from helpers.chapters.ch05_quantization_fundamentals import explorer as ex
 from helpers.errors import InputError
 from helpers.quant import core
 

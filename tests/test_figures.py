@@ -11,7 +11,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 from figure_lint import figure_problems  # noqa: E402
 
-from helpers import explorer, plots  # noqa: E402
+from helpers.chapters.ch05_quantization_fundamentals import explorer  # noqa: E402
+
+from helpers import plots
 
 
 @pytest.fixture(autouse=True)

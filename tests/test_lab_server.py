@@ -46,7 +46,7 @@ def test_course_notebooks_name_the_course_kernel():
         meta = json.loads(nb.read_text(encoding="utf-8"))["metadata"]
         assert meta.get("kernelspec", {}).get("name") == KERNEL, (
             f"{nb.name} lacks kernelspec {KERNEL!r}: JupyterLab would ask which kernel to use. "
-            f"Fix: python -m helpers.notebooks fmt {nb}")
+            f"Fix: python -m helpers.tools.notebooks fmt {nb}")
 
 
 def test_news_toast_is_switched_off(server):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import notebooks
+from helpers.tools import notebooks
 
 ROOT = Path(__file__).resolve().parent.parent
 ALL = notebooks.notebook_paths([ROOT / f for f in notebooks.FOLDERS])
@@ -20,7 +20,7 @@ def test_notebook_is_canonical(path: Path):
         assert not cell.get("outputs"), f"{path.name}: a cell has outputs"
         assert cell.get("execution_count") is None, f"{path.name}: a cell has an execution count"
     assert nb["metadata"]["kernelspec"]["name"] == notebooks.KERNELSPEC["name"]
-    assert notebooks.is_canonical(path), f"run: python -m helpers.notebooks fmt {path}"
+    assert notebooks.is_canonical(path), f"run: python -m helpers.tools.notebooks fmt {path}"
 
 
 def test_canonical_form_strips_outputs_and_is_stable(tmp_path: Path):

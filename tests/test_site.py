@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from helpers import site
+from helpers.tools import site
 from helpers.errors import InputError
 from helpers.reference import ROOT
 

@@ -8,7 +8,7 @@ from torch import nn
 
 from helpers.deploy import triton_int8
 from helpers.deploy.torch_int8 import Int8Linear
-from helpers.deploy.workloads import amdahl_bound, is_gemm_kernel
+from helpers.chapters.ch09_deployment.workloads import amdahl_bound, is_gemm_kernel
 from helpers.errors import InputError, NoGPUError
 
 

@@ -7,4 +7,6 @@
 - ``parity``: accuracy parity and latency against the PyTorch fake-quant model.
 - ``workloads``: the chapter's experiments (ORT on the CPU, BERT-base and ResNet-50 on the GPU).
 - ``python -m helpers.deploy``: the same from a shell.
+
+Serves: core — chapter 9 and lab08 (deployment), reused by chapters 10 and 11.
 """

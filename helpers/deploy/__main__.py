@@ -7,6 +7,8 @@
 
 MODEL for export: resnet18, resnet50, a name known to helpers.models.train.trained_model
 (e.g. trained:cnn_mnist1d), or a file saved with torch.save(model).
+
+Serves: core — chapter 9 and lab08 (`python -m helpers.deploy`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""One small interface for every backend: load, run, benchmark, say its precision and provider."""
+"""One small interface for every backend: load, run, benchmark, say its precision and provider.
+
+Serves: core — used by chapters 9–11 and labs 08, 09.
+"""
 
 from __future__ import annotations
 

@@ -6,6 +6,8 @@ Q/DQ models come from two places, and both export the same way:
   ``TensorQuantizer.use_fb_fake_quant = True``) so that
   TensorQuantizer emits QuantizeLinear/DequantizeLinear instead of silent Round/Clip.
 Every Q/DQ export is checked afterwards: no Q/DQ node, no file.
+
+Serves: core — used by chapters 9–11 and labs 08, 09.
 """
 
 from __future__ import annotations
@@ -105,7 +107,7 @@ def require_qdq(path: str | os.PathLike) -> Counter:
     if not all(counts.get(op, 0) for op in QDQ_OPS):
         raise InputError(
             f"{path} has no QuantizeLinear/DequantizeLinear nodes (ops: {dict(counts)}). "
-            "A pytorch-quantization model must be exported inside helpers.pq_compat.export_mode() "
+            "A pytorch-quantization model must be exported inside helpers.model_quant.pq_compat.export_mode() "
             "(use_fb_fake_quant=True), "
             "otherwise the quantizers become Round/Clip; a plain model needs insert_qdq() first."
         )
@@ -115,7 +117,7 @@ def require_qdq(path: str | os.PathLike) -> Counter:
 def export_qdq(model: nn.Module, example: torch.Tensor, path: str | os.PathLike, **kwargs) -> Path:
     """Export a fake-quantized model (insert_qdq or pytorch-quantization) as Q/DQ ONNX, checked."""
     if any(type(m).__module__.startswith("pytorch_quantization") for m in model.modules()):
-        from helpers.pq_compat import export_mode
+        from helpers.model_quant.pq_compat import export_mode
 
         with export_mode():  # TensorQuantizer.use_fb_fake_quant = True: Q/DQ, not Round/Clip
             out = export_onnx(model, example, path, **kwargs)

@@ -3,6 +3,8 @@
 The classic trap: "the INT8 engine's accuracy differs from PyTorch". Compare every backend's
 logits with the fake-quant model's on the same inputs (top-1 agreement >= 99%, max and mean
 logit difference), then with the labels (test accuracy), then time it.
+
+Serves: core — used by chapter 9.
 """
 
 from __future__ import annotations

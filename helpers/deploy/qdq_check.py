@@ -7,6 +7,8 @@ Rules checked on every QuantizeLinear / DequantizeLinear:
 And on every Conv / Gemm / MatMul: are both inputs fed by a DequantizeLinear, so the
 layer can run in INT8 (``DQ -> conv`` fuses into an INT8 kernel)? Is its output quantized
 again (``conv -> Q``)? TensorRT fuses without the output Q; ONNX Runtime's CPU kernels need it.
+
+Serves: core — used by chapters 9, 11 and labs 08, 09.
 """
 
 from __future__ import annotations

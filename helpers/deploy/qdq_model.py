@@ -5,6 +5,8 @@ amax from a calibrator) and an int8 per-channel quantizer on its weight (axis 0,
 max|w| per output channel / 127). ``torch.onnx.export`` turns both into
 QuantizeLinear/DequantizeLinear pairs. The same scales drive the integer GPU path
 (``helpers.deploy.torch_int8``), so every backend is compared with one PyTorch model.
+
+Serves: core — used by chapters 9–11 and labs 08, 09.
 """
 
 from __future__ import annotations
@@ -136,7 +138,7 @@ def fake_quant_copy(
     batches = list(batches)
     for i, b in enumerate(batches):
         require_finite(b, f"calibration batch {i}")
-    from helpers.ptq import fold_batchnorm
+    from helpers.model_quant.ptq import fold_batchnorm
 
     folded = fold_batchnorm(model)
     return insert_qdq(folded, calibrate(folded, batches, method))

@@ -6,6 +6,8 @@ FP16 ONNX: every network is strongly typed, so no precision flags and no calibra
 this module is type-checked with mypy against tensorrt-stubs 10.13 (``make typecheck``) and
 never run here. Everything around it is verified: the Q/DQ ONNX it consumes
 (``helpers.deploy.qdq_check``), its scales, and parity through ONNX Runtime and PyTorch.
+
+Serves: core — chapter 9 (TensorRT engines where TensorRT is installed).
 """
 
 from __future__ import annotations

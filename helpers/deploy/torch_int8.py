@@ -7,6 +7,8 @@ accumulation), and one multiply by ``s_x * s_w[n]`` plus the bias dequantizes. U
 bias add. ``Int8Conv`` does the same through im2col (``unfold``). ``FP8Linear`` uses
 ``torch._scaled_mm`` with e4m3 inputs (compute capability >= 8.9). The math is exactly that of
 ``helpers.deploy.qdq_model.QDQLayer``: the same scales, so outputs agree with the fake-quant model.
+
+Serves: core — used by chapters 9, 10 and lab 08.
 """
 
 from __future__ import annotations

@@ -12,6 +12,8 @@ The kernel is wrapped as the PyTorch operator ``workbook::int8_linear`` so that
 ``torch.compile`` treats it as one opaque call and still fuses the activation quantization
 into the operation before it (LayerNorm, GELU). It needs a CUDA GPU and Triton, which ships
 with PyTorch's CUDA wheels; ``available()`` says whether both are here.
+
+Serves: core — used by chapters 9, 10 and lab 08.
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
     python -m helpers.grading generate                          labs/ from solutions/
     python -m helpers.grading grade SUBMISSIONS... --out DIR    grade notebooks or folders
                                                                 (--help for the options)
+
+Serves: the labs (self-checks) and instructors (lab generation, batch grading).
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""check(): run an exercise's visible cases on a student's function and give a specific verdict."""
+"""check(): run an exercise's visible cases on a student's function and give a specific verdict.
+
+Serves: the labs (self-checks) and instructors (lab generation, batch grading).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Compare a student's answer with the expected one and explain the first difference."""
+"""Compare a student's answer with the expected one and explain the first difference.
+
+Serves: the labs (self-checks) and instructors (lab generation, batch grading).
+"""
 
 from __future__ import annotations
 

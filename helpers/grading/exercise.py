@@ -1,4 +1,7 @@
-"""Exercises: a spec (the expected answer), visible cases, and how to run a student's function."""
+"""Exercises: a spec (the expected answer), visible cases, and how to run a student's function.
+
+Serves: the labs (self-checks) and instructors (lab generation, batch grading).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Pictures for feedback: yours, expected, and their difference side by side."""
+"""Pictures for feedback: yours, expected, and their difference side by side.
+
+Serves: the labs (self-checks) and instructors (lab generation, batch grading).
+"""
 
 from __future__ import annotations
 

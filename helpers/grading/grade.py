@@ -8,6 +8,8 @@ matching solutions/<lab>.ipynb (hidden tests included) run against what the stud
 a test cell scores its points when it raises nothing. Only after every kernel has ended does
 this process write DIR/gradebook.csv and DIR/feedback/<student>__<lab>.md.
 Submissions are matched by file name: lab04_topic__alice.ipynb or alice/lab04_topic.ipynb.
+
+Serves: the labs (self-checks) and instructors (lab generation, batch grading).
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Write what grading found: the CSV gradebook and one markdown feedback file per submission."""
+"""Write what grading found: the CSV gradebook and one markdown feedback file per submission.
+
+Serves: the labs (self-checks) and instructors (lab generation, batch grading).
+"""
 
 from __future__ import annotations
 

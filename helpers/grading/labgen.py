@@ -3,6 +3,8 @@
 Markers (nbgrader's):  ### BEGIN SOLUTION / ### END SOLUTION  and
 ### BEGIN HIDDEN TESTS / ### END HIDDEN TESTS. A comment line '# HINT: ...' placed before
 a solution block becomes the message of the stub's NotImplementedError.
+
+Serves: the labs (self-checks) and instructors (lab generation, batch grading).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import json
 import re
 from pathlib import Path
 
-from helpers.notebooks import canonical, dumps
+from helpers.tools.notebooks import canonical, dumps
 
 BEGIN_SOLUTION, END_SOLUTION = "### BEGIN SOLUTION", "### END SOLUTION"
 BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"

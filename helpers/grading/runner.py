@@ -4,6 +4,8 @@ The kernel starts in an empty temporary folder. The student's cells run first (e
 each under a per-cell timeout, all under a total one); a cell that kills or hangs the kernel is
 skipped on a fresh kernel. Only then are the hidden tests sent to the kernel, one cell each:
 a test scores its points when it raises nothing.
+
+Serves: the labs (self-checks) and instructors (lab generation, batch grading).
 """
 
 from __future__ import annotations

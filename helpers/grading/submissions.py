@@ -4,6 +4,8 @@ Naming convention (either works, and they mix):
 - a suffix:        lab04_per_channel_and_requant__alice.ipynb   (student 'alice')
 - a folder each:   alice/lab04_per_channel_and_requant.ipynb    (student 'alice')
 A download suffix such as ' (1)' or '-Copy1' after the lab name is tolerated.
+
+Serves: the labs (self-checks) and instructors (lab generation, batch grading).
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """Copy kernels (chapter 3): coalesced, grid-stride, wide accesses with ILP, strided and offset; numba and cupy.
 
 numba kernels run on the GPU and in the CUDA simulator; ``cupy_*`` launchers run ``copy.cu`` on a GPU.
+
+Serves: core — used by chapters 3, 4, 11 and lab 02.
 """
 
 from __future__ import annotations

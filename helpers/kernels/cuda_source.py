@@ -1,9 +1,13 @@
-"""Load the CUDA C kernels in this folder (``*.cu``) with cupy.RawModule, compiled once per file."""
+"""Load the CUDA C kernels in this folder (``*.cu``) with cupy.RawModule, compiled once per file.
+
+Serves: core — used by chapters 3, 4, 11 and labs 02, 03.
+"""
 
 from __future__ import annotations
 
 import functools
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from helpers.errors import InputError, require_package
@@ -25,7 +29,7 @@ def module(name: str) -> Any:
     from helpers.device import require_gpu
 
     require_gpu(f"compiling {name}.cu")
-    cupy = require_package("cupy", CUPY_INSTALL, "the CUDA C kernels are launched through cupy")
+    cupy = cupy_module()
     code = (HERE / f"{name}.cu").read_text(encoding="utf-8")
     return cupy.RawModule(code=code, options=("--std=c++17", "-lineinfo"))
 
@@ -33,3 +37,14 @@ def module(name: str) -> Any:
 def kernel(name: str, function: str) -> Any:
     """One ``extern "C"`` kernel of ``<name>.cu`` as a cupy RawKernel."""
     return module(name).get_function(function)
+
+
+def cupy_module() -> Any:
+    """cupy, or MissingPackageError with the install line."""
+    return require_package("cupy", CUPY_INSTALL, "the CUDA C kernels are launched through cupy")
+
+
+def bound_launch(name: str, function: str, blocks: Any, threads: Any, args: tuple) -> Callable[[], Any]:
+    """A zero-argument cupy launch of one kernel with pre-built arguments (no per-call validation)."""
+    k = kernel(name, function)
+    return lambda: k(blocks, threads, args)

@@ -2,6 +2,8 @@
 
 Each thread runs ``iters`` steps of recurrence A (v*0.999+0.5) or B (v*0.998-0.25). MODES name the
 branch conditions; when lanes of one warp disagree, the warp runs both loops one after the other.
+
+Serves: core — used by chapter 4 and lab 03.
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Launch plumbing shared by the kernel modules: grid sizes, array conversion, cupy argument types."""
+"""Launch plumbing shared by the kernel modules: grid sizes, array conversion, cupy argument types.
+
+Serves: core — used by chapters 3, 4, 11 and labs 02, 03.
+"""
 
 from __future__ import annotations
 

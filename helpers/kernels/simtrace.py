@@ -3,8 +3,10 @@
 Threads run one at a time in threadIdx order, each until it reaches ``syncthreads`` or ends, so a
 missing barrier gives a wrong answer every time instead of now and then. Every global and shared
 array access is logged (thread, byte offset, read/write); optionally each thread's executed lines.
-``helpers.access_patterns`` turns a trace into sectors per warp request and bank conflicts.
+``helpers.perf.access_patterns`` turns a trace into sectors per warp request and bank conflicts.
 Works on any machine: on a GPU machine the kernel's Python source is run by the simulator too.
+
+Serves: core — used by chapter 4 and labs 02, 03.
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ of self-attention + GELU feed-forward with post-LayerNorm, tanh pooler), so that
 counts, FLOPs and memory traffic are those of the published model. Every projection is an
 ``nn.Linear``, so quantization tools that swap Linear layers (pytorch-quantization,
 ModelOpt, torch.ao) see all of them.
+
+Serves: core — used by chapters 1, 9, 10 and lab 08.
 """
 
 from __future__ import annotations

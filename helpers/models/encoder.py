@@ -3,6 +3,8 @@
 The 1-D signal is turned into tokens inside the model: each standardized sample value is clipped to
 [-3, 3] and rounded to one of `vocab` amplitude levels (an honest, simple "tokenizer" for MNIST-1D).
 All projections are nn.Linear, so pytorch-quantization's QuantLinear can replace them.
+
+Serves: core — used by chapters 7–11 and labs 06–09.
 """
 
 from __future__ import annotations

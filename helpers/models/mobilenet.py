@@ -1,4 +1,7 @@
-"""A small MobileNet-style model: depthwise-separable blocks (per-channel 3-wide filter, then 1x1 mixing)."""
+"""A small MobileNet-style model: depthwise-separable blocks (per-channel 3-wide filter, then 1x1 mixing).
+
+Serves: core — used by chapters 7–11 and labs 06–09.
+"""
 
 from __future__ import annotations
 

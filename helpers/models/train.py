@@ -4,6 +4,8 @@
 then caches the weights under $WORKBOOK_CACHE (default ~/.cache/gpu-int8-course). The cache file
 name carries a key hashed from the training config and the code that defines the model and the
 loop; the file also stores a hash of the weights. A stale key or a wrong weight hash retrains.
+
+Serves: core — used by chapters 7–11 and labs 06–09.
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ core (quantize/dequantize), fp8 (FP8 and INT4 emulation), fake_quant (autograd S
 metrics (MSE, SQNR, cosine), sizes (bytes), intgemm (int8 GEMM, requantization, dp4a.cu),
 calibrators (max, percentile, MSE, entropy). Chapters 5-6 also use demo_model (a tiny digits
 MLP), activations (layer inputs, quantized copies of a model), experiments (tables) and figures.
+
+Serves: core — chapters 5–11 and their labs (tensor-level quantization).
 """
 
 from helpers.quant.core import (

@@ -1,4 +1,7 @@
-"""Fake quantization for training: quantize-dequantize forward, straight-through gradient backward."""
+"""Fake quantization for training: quantize-dequantize forward, straight-through gradient backward.
+
+Serves: core — used by chapter 8 and lab 07.
+"""
 
 from __future__ import annotations
 

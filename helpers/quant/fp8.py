@@ -1,4 +1,7 @@
-"""FP8 (E4M3, E5M2) and INT4 emulation: round onto the format's grid, saturate, pack nibbles."""
+"""FP8 (E4M3, E5M2) and INT4 emulation: round onto the format's grid, saturate, pack nibbles.
+
+Serves: core — used by chapters 5, 10.
+"""
 
 from __future__ import annotations
 

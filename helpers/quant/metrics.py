@@ -1,4 +1,7 @@
-"""How far a quantized tensor is from the original: MSE, SQNR in dB, cosine similarity."""
+"""How far a quantized tensor is from the original: MSE, SQNR in dB, cosine similarity.
+
+Serves: core — used by chapters 5–7, 10, 11 and lab 06.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Size accounting: bytes of FP32 vs INT8 weights and activations, counted and measured."""
+"""Size accounting: bytes of FP32 vs INT8 weights and activations, counted and measured.
+
+Serves: core — used by chapter 5.
+"""
 
 from __future__ import annotations
 

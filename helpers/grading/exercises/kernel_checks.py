@@ -1,5 +1,8 @@
 """Shared by the kernel labs (2 and 3): run a student's numba kernel traced in the simulator, judge
-its access pattern, and time it against a reference kernel on a GPU."""
+its access pattern, and time it against a reference kernel on a GPU.
+
+Serves: lab02 and lab03 (checks that judge kernels by their access traces).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from helpers import access_patterns
+from helpers.perf import access_patterns
 from helpers.grading.compare import compare_arrays
 from helpers.kernels import simtrace
 

@@ -3,6 +3,8 @@
 The specs are helpers.quant.core's own functions; the visible cases are small and chosen so that
 each classic mistake changes the answer: a flipped zero-point sign, a missing clamp, rounding
 half away from zero instead of to even, int8 overflow before the subtraction.
+
+Serves: lab00 (its exercises: spec, visible cases, hint).
 """
 
 from __future__ import annotations

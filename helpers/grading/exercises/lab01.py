@@ -4,6 +4,8 @@ The timer exercise runs on any machine: check() hands the student's timer a fake
 (`FakeCuda`, the torch.cuda API: Event, synchronize) and a fake kernel whose calls return at
 once and whose work finishes later in real time, as on a GPU. A timer that forgets to
 synchronize measures almost nothing; one without warm-up catches the slow first calls.
+
+Serves: lab01 (its exercises: spec, visible cases, hint).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from helpers import roofline
+from helpers.perf import roofline
 from helpers.grading.exercise import Case, Exercise, register
 
 

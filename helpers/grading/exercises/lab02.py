@@ -1,4 +1,7 @@
-"""Lab 2: a coalesced copy and a bank-conflict-free shared-memory transpose, written in numba."""
+"""Lab 2: a coalesced copy and a bank-conflict-free shared-memory transpose, written in numba.
+
+Serves: lab02 (its exercises: spec, visible cases, hint).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Lab 3: remove warp divergence from a kernel, and write a shared-memory block reduction."""
+"""Lab 3: remove warp divergence from a kernel, and write a shared-memory block reduction.
+
+Serves: lab03 (its exercises: spec, visible cases, hint).
+"""
 
 from __future__ import annotations
 

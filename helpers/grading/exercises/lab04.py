@@ -4,6 +4,8 @@ Specs are helpers.quant's own functions. The visible cases are chosen so that ea
 changes the answer: the wrong channel axis (non-square weights), a missing clamp (scales smaller
 than max|w| / 127), rounding half away from zero (exact ties), a flipped zero-point sign, and
 float rounding instead of the integer rounding shift.
+
+Serves: lab04 (its exercises: spec, visible cases, hint).
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 Specs are helpers.quant.calibrators' own functions (tested against pytorch-quantization 2.1.3).
 Known-wrong variants (tests/test_ch06_lab05.py): the tail not folded into the last bin, Q spread
 over empty bins too, bin 0 not replaced, KL arguments reversed or not normalised.
+
+Serves: lab05 (its exercises: spec, visible cases, hint).
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
 """Lab 6: post-training quantization with pytorch-quantization, then layer sensitivity.
 
-The specs are the reference solutions in helpers.ptq and helpers.sensitivity, run in the same
+The specs are the reference solutions in helpers.model_quant.ptq and helpers.model_quant.sensitivity, run in the same
 session, so thresholds are measured, not guessed. The cases use 4-bit PTQ of the chapter's ResNet,
 where each classic mistake (no calibration pass, quantizers left off, per-tensor instead of
 per-channel weights, sorting the wrong way) changes the answer by more than the tolerance.
+
+Serves: lab06 (its exercises: spec, visible cases, hint).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ def _setup() -> tuple[Any, Any]:
 
 def spec_ptq_accuracy(model: Any, data: Any, method: str, per_channel: bool, bits: int) -> float:
     """Test accuracy (%) of model after PTQ with `bits`-bit weights and activations."""
-    from helpers import ptq
+    from helpers.model_quant import ptq
     from helpers.models.train import evaluate
 
     key = (id(model), id(data), method, per_channel, bits)
@@ -58,7 +60,7 @@ def _close_accuracy(got: Any, expected: Any) -> None:
 
 def spec_rank_layers(qmodel: Any, data: Any) -> list[str]:
     """Quantized layers sorted by the SQNR (dB) of the logits with only that layer quantized, lowest first."""
-    from helpers import sensitivity
+    from helpers.model_quant import sensitivity
 
     return sensitivity.ranking(sensitivity.layer_sensitivity(qmodel, data, metric="sqnr"))
 
@@ -66,7 +68,7 @@ def spec_rank_layers(qmodel: Any, data: Any) -> list[str]:
 @functools.cache
 def _fragile_qmodel() -> Any:
     """The chapter-7 ResNet with a planted outlier channel, INT8 per-tensor, max-calibrated."""
-    from helpers import diagnose, ptq
+    from helpers.model_quant import diagnose, ptq
 
     data, model = _setup()
     bad = diagnose.make_fragile(model, "layer2.conv1", "layer2.conv2", factor=64.0)

@@ -3,9 +3,11 @@
 1. ``lab07.ste_fake_quant``: a fake quantizer whose gradient is the straight-through estimator.
    Spec: helpers.quant.fake_quant_ste (chapter 5). The run returns (forward values, gradient), so a
    missing STE (zero gradient), an unclipped gradient, or a wrong scale are all caught.
-2. ``lab07.qat_finetune``: a QAT fine-tuning loop for a calibrated W4A4 model. Spec: helpers.qat.qat
+2. ``lab07.qat_finetune``: a QAT fine-tuning loop for a calibrated W4A4 model. Spec: helpers.model_quant.qat.qat
    run in the same session with the same epochs; the student's accuracy must come within
    QAT_TOLERANCE_PTS of it and beat PTQ clearly.
+
+Serves: lab07 (its exercises: spec, visible cases, hint).
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ def _setup() -> tuple[Any, Any, float]:
 
 def w4a4(model: Any, data: Any) -> Any:
     """A fresh W4A4 PTQ copy of model (per-channel weights, MSE calibration)."""
-    from helpers import ptq
+    from helpers.model_quant import ptq
 
     return ptq.ptq(model, data, method="mse", weight_bits=4, act_bits=4)
 
@@ -80,8 +82,8 @@ _SPEC_CACHE: dict[tuple, float] = {}
 
 
 def spec_qat(model: Any, data: Any, epochs: int, lr: float) -> float:
-    """Test accuracy (%) of the W4A4 model after the reference QAT (helpers.qat.qat); run once per session."""
-    from helpers import qat
+    """Test accuracy (%) of the W4A4 model after the reference QAT (helpers.model_quant.qat.qat); run once per session."""
+    from helpers.model_quant import qat
     from helpers.models.train import evaluate
 
     key = (id(model), id(data), epochs, lr)

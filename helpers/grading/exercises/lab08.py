@@ -3,6 +3,8 @@
 Each visible case is chosen so that a classic mistake changes the answer: scales over the
 wrong axis, accepting uint8 or a non-zero zero point, comparing the deployment with the labels
 instead of the fake-quant reference, averaging latencies instead of taking the median.
+
+Serves: lab08 (its exercises: spec, visible cases, hint).
 """
 
 from __future__ import annotations

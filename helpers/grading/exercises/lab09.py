@@ -1,5 +1,8 @@
 """Lab 9: diagnose and fix a broken deployment (wrong GPU architecture flags, a runaway scale update,
-and an INT8 ONNX model that is slow and inaccurate on ONNX Runtime's CPU)."""
+and an INT8 ONNX model that is slow and inaccurate on ONNX Runtime's CPU).
+
+Serves: lab09 (its exercises: spec, visible cases, hint).
+"""
 
 from __future__ import annotations
 
@@ -9,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from helpers.dynamic_quant import ema_amax
+from helpers.chapters.ch10_beyond_int8.dynamic_quant import ema_amax
 from helpers.grading.exercise import Case, Exercise, register
-from helpers.troubleshoot import arch_mismatch, lab_deployment
+from helpers.chapters.ch11_troubleshooting import arch_mismatch, lab_deployment
 
 ACCURACY_SLACK_PTS = 1.5  # the fix must be within this many points of the FP32 model
 MIN_SPEEDUP = 1.5         # and this much faster than the broken model, measured in the same run

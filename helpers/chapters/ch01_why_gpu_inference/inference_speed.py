@@ -1,0 +1,240 @@
+"""CPU vs GPU inference latency and throughput over batch sizes, host<->device transfers included.
+
+Three views of the GPU: compute only (inputs already on the GPU), end to end (inputs copied
+host -> device, the answer copied back: what a server pays), and the CPU. A tiny model shows
+where the CPU wins: at batch 1 the GPU's launch overhead and transfers dominate.
+
+Serves: chapter 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from helpers import bench
+from helpers.errors import InputError, NoGPUError
+from helpers.validation import require_choice, require_int_range
+
+MODELS = ("bert_base", "resnet50", "tiny_mlp")
+MODES = ("cpu", "gpu", "gpu_e2e")  # gpu = compute only, gpu_e2e = with host<->device copies
+
+
+def tiny_mlp(in_features: int = 32, hidden: int = 64, classes: int = 10, seed: int = 0) -> nn.Module:
+    """A two-layer MLP (about 3k parameters): the model where the CPU wins at batch 1."""
+    require_int_range(in_features, 1, 1 << 16, "in_features")
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(in_features, hidden), nn.ReLU(), nn.Linear(hidden, classes)).eval()
+
+
+def build(model: str, seq_len: int = 128) -> tuple[nn.Module, Callable[[int], Any]]:
+    """A named model (eval mode, on the CPU) and a function batch -> example input."""
+    require_choice(model, MODELS, "model")
+    if model == "bert_base":
+        from helpers.models.bert import bert_base, bert_inputs
+
+        return bert_base(seq_len), lambda b: bert_inputs(b, seq_len)
+    if model == "resnet50":
+        from helpers.models.resnet import image_batch, resnet50
+
+        return resnet50(), lambda b: image_batch(b)
+    return tiny_mlp(), lambda b: torch.randn(b, 32)
+
+
+def to(obj: Any, device: str, dtype: torch.dtype | None = None) -> Any:
+    """Move a tensor, or the tensors in a dict/tuple/list, to `device` (floats also to `dtype`)."""
+    if isinstance(obj, torch.Tensor):
+        if dtype is not None and obj.is_floating_point():
+            return obj.to(device=device, dtype=dtype)
+        return obj.to(device)
+    if isinstance(obj, dict):
+        return {k: to(v, device, dtype) for k, v in obj.items()}
+    if isinstance(obj, (tuple, list)):
+        return type(obj)(to(v, device, dtype) for v in obj)
+    return obj
+
+
+def call(model: nn.Module, x: Any) -> Any:
+    """model(**x) for dict inputs, else model(x)."""
+    return model(**x) if isinstance(x, dict) else model(x)
+
+
+def answer(out: Any) -> Any:
+    """What a server sends back: the last output of a tuple (BERT's pooled vector), else the output."""
+    return out[-1] if isinstance(out, tuple) else out
+
+
+@dataclass(frozen=True)
+class Latency:
+    """One measured (model, mode, batch): median milliseconds per batch."""
+
+    model: str
+    mode: str
+    batch: int
+    ms: float
+    dtype: str = "fp32"
+
+    @property
+    def items_per_s(self) -> float:
+        """Throughput: samples per second."""
+        return self.batch / (self.ms / 1e3)
+
+
+def measure(model: nn.Module, make_input: Callable[[int], Any], batch: int, mode: str, *,
+            name: str = "model", dtype: str = "fp32", warmup: int = 2, repeats: int = 10) -> Latency:
+    """Median latency of one batch in one mode ('cpu', 'gpu' compute only, 'gpu_e2e' with copies)."""
+    require_choice(mode, MODES, "mode")
+    require_choice(dtype, ("fp32", "fp16"), "dtype")
+    require_int_range(batch, 1, 1 << 20, "batch")
+    if mode != "cpu" and not torch.cuda.is_available():
+        raise NoGPUError(f"measuring {name} in mode {mode!r}")
+    if mode == "cpu" and dtype != "fp32":
+        raise InputError("CPU latency is measured in fp32 here; use dtype='fp32' with mode='cpu'.")
+    tdt = torch.float16 if dtype == "fp16" else torch.float32
+    host = make_input(batch)
+    model = model.to("cpu", torch.float32) if mode == "cpu" else model.to("cuda", tdt)  # outside inference_mode
+    with torch.inference_mode():
+        if mode == "cpu":
+            fn = lambda: call(model, host)  # noqa: E731
+        elif mode == "gpu":
+            dev = to(host, "cuda", tdt)
+            fn = lambda: call(model, dev)  # noqa: E731
+        else:  # copy in, run, copy the answer out (that copy synchronizes, as a server's response would)
+            fn = lambda: to(answer(call(model, to(host, "cuda", tdt))), "cpu")  # noqa: E731
+        t = bench.timeit(fn, backend="cpu" if mode == "cpu" else "torch", warmup=warmup, repeats=repeats)
+    return Latency(name, mode, batch, t.median_ms, dtype)
+
+
+def sweep(name: str, batches: Sequence[int], modes: Iterable[str] = ("cpu",), *, dtype: str = "fp32",
+          repeats: int = 10, progress: bool = False) -> list[Latency]:
+    """Latency of model `name` for every batch size and mode (the model is built once)."""
+    model, make_input = build(name)
+    modes = list(modes)
+    out = []
+    todo = [(m, b) for m in modes for b in batches]
+    if progress:
+        from tqdm.auto import tqdm
+
+        todo = tqdm(todo, desc=name)
+    for mode, b in todo:
+        out.append(measure(model, make_input, b, mode, name=name,
+                           dtype="fp32" if mode == "cpu" else dtype, repeats=repeats))
+    return out
+
+
+def crossover_batch(batches: Sequence[int], cpu_ms: Sequence[float], gpu_ms: Sequence[float]) -> int | None:
+    """The smallest batch from which the GPU stays faster than the CPU, or None if it never does."""
+    if not (len(batches) == len(cpu_ms) == len(gpu_ms)) or not batches:
+        raise InputError("batches, cpu_ms and gpu_ms must be non-empty and of equal length.")
+    order = sorted(range(len(batches)), key=lambda i: batches[i])
+    found = None
+    for i in reversed(order):
+        if gpu_ms[i] < cpu_ms[i]:
+            found = batches[i]
+        else:
+            break
+    return found
+
+
+def record(results: Iterable[Latency], prefix: str = "ch01") -> None:
+    """Record each latency as `<prefix>.<model>.<mode>[_fp16]_ms.b<batch>`."""
+    for r in results:
+        suffix = "" if r.dtype == "fp32" else f"_{r.dtype}"
+        bench.record(f"{prefix}.{r.model}.{r.mode}{suffix}_ms.b{r.batch}", r.ms, "ms",
+                     items_per_s=r.items_per_s)
+
+
+def from_records(records: Iterable[bench.Record]) -> list[Latency]:
+    """Rebuild latencies from records named by record() (for the stored-reference branch)."""
+    out = []
+    for r in records:
+        parts = r.name.split(".")
+        if len(parts) != 4 or not parts[2].endswith("_ms") or not parts[3].startswith("b"):
+            continue
+        mode, _, dtype = parts[2][:-3].partition("_fp")
+        if mode not in MODES:
+            continue
+        out.append(Latency(parts[1], mode, int(parts[3][1:]), r.value, f"fp{dtype}" if dtype else "fp32"))
+    return out
+
+
+def series(results: Iterable[Latency], model: str, mode: str, dtype: str = "fp32") -> tuple[list[int], list[float]]:
+    """(batches, ms) of one model and mode, sorted by batch."""
+    pts = sorted((r.batch, r.ms) for r in results if r.model == model and r.mode == mode and r.dtype == dtype)
+    return [b for b, _ in pts], [m for _, m in pts]
+
+
+LABELS = {"cpu": "CPU", "gpu": "GPU, compute only", "gpu_e2e": "GPU incl. host↔device copies"}
+
+
+def plot(results: list[Latency], model: str, *, per_item: bool = False, device: str | None = None,
+         note: str = ""):
+    """Latency (or time per sample) against batch, one line per mode; the crossover is marked."""
+    from helpers import plots
+
+    fig, ax = plots.plt.subplots()
+    for i, mode in enumerate(MODES):
+        for dtype in ("fp32", "fp16"):
+            b, ms = series(results, model, mode, dtype)
+            if not b:
+                continue
+            y = [m / bb for m, bb in zip(ms, b)] if per_item else ms
+            label = LABELS[mode] + ("" if dtype == "fp32" else f" ({dtype})")
+            ax.plot(b, y, marker=plots.MARKERS[i], color=plots.PALETTE[i + (3 if dtype == "fp16" else 0)],
+                    label=label)
+    bc, cpu = series(results, model, "cpu")
+    bg, gpu = series(results, model, "gpu_e2e")
+    if bc and bc == bg:
+        x = crossover_batch(bc, cpu, gpu)
+        if x is not None:
+            ax.axvline(x, ls="--", color="0.5", lw=1, label=f"GPU wins from batch {x}")
+    ax.set(xscale="log", yscale="log", xlabel="batch size",
+           ylabel="ms per sample" if per_item else "ms per batch", title=f"{model}: CPU vs GPU latency")
+    ax.set_xscale("log", base=2)
+    ax.legend(fontsize=7)
+    plots.label_device(ax, device, note)
+    fig.tight_layout()
+    plots.save_figure(fig, f"ch01_{model}_latency")
+    return fig
+
+
+def record_speedups(results: list[Latency], prefix: str = "ch01") -> dict[str, float]:
+    """Record CPU ms ÷ GPU end-to-end ms (same run) as `<prefix>.speedup.<model>.b<batch>`."""
+    out = {}
+    cpu = {(r.model, r.batch): r.ms for r in results if r.mode == "cpu"}
+    for r in results:
+        if r.mode == "gpu_e2e" and r.dtype == "fp32" and (r.model, r.batch) in cpu:
+            name = f"{prefix}.speedup.{r.model}.b{r.batch}"
+            out[name] = cpu[(r.model, r.batch)] / r.ms
+            bench.record(name, out[name], "ratio",
+                         ratio_of=[f"{prefix}.{r.model}.cpu_ms.b{r.batch}", f"{prefix}.{r.model}.gpu_e2e_ms.b{r.batch}"])
+    return out
+
+
+def record_crossover(results: list[Latency], model: str = "tiny_mlp", prefix: str = "ch01") -> int | None:
+    """Find (and record as `<prefix>.<model>.crossover_batch`) where the GPU, copies included, overtakes.
+
+    Returns None, recording nothing, when the GPU never stays ahead in the measured range.
+    """
+    bc, cpu = series(results, model, "cpu")
+    bg, gpu = series(results, model, "gpu_e2e")
+    if not bc or bc != bg:
+        raise InputError(f"need CPU and GPU end-to-end latencies of {model} at the same batch sizes.")
+    x = crossover_batch(bc, cpu, gpu)
+    if x is not None:  # "never" is not a number: nothing is recorded then
+        bench.record(f"{prefix}.{model}.crossover_batch", float(x), "batch")
+    return x
+
+
+def plot_with_stored(mine: list[Latency], model: str, prefix: str = "ch01"):
+    """Your CPU latencies beside the stored GPU reference run's, labelled with its device and date."""
+    from helpers import reference
+
+    stored = [r for r in from_records(reference.lookup_all(f"{prefix}.{model}.")) if r.mode != "cpu"]
+    if not stored:
+        print(f"Stored GPU reference for {model}: not measured yet ({reference.stored_label()}).")
+    return plot(list(mine) + stored, model, note="GPU lines: " + reference.stored_label())

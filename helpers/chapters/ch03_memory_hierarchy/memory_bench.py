@@ -1,0 +1,199 @@
+"""The measurements of chapter 3 (memory hierarchy): copy vs torch D2D, stride, misalignment,
+transpose as a fraction of copy, and the read-only path. GPU sweeps record their points with
+stable names (``ch03.stride_gbs.s8``) so that a CPU notebook can redraw them from the stored file.
+
+Serves: chapter 3 (also chapter 4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from helpers import bench
+from helpers.kernels.cuda_source import bound_launch, cupy_module
+from helpers.device import require_gpu
+
+COPY_N = 1 << 27  # 512 MiB of float32 per buffer: ten times the H200's 50 MB L2
+STRIDE_N = 1 << 25  # elements moved per strided copy (128 MiB at stride 1)
+STRIDES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
+OFFSETS = (0, 1, 2, 4, 8, 16, 32)
+TRANSPOSE_N = 8192  # 256 MiB float32 matrix
+STENCIL_RADIUS = 4
+TIMING = {"warmup": 3, "repeats": 20, "inner": 5}
+
+
+def copy_bandwidth(n: int = COPY_N) -> dict[str, float]:
+    """GB/s of torch's D2D copy and of every cupy and numba copy kernel, measured in one run."""
+    require_gpu("the copy benchmark")
+    import torch
+
+    from helpers.kernels import copy
+
+    cp = cupy_module()
+    moved = 2 * 4 * n
+    a, b = torch.ones(n, device="cuda"), torch.empty(n, device="cuda")
+    out = {"torch_d2d": bench.gbs(lambda: b.copy_(a), moved, "torch", **TIMING)}
+    del a, b
+    src, dst = cp.ones(n, dtype=cp.float32), cp.empty(n, dtype=cp.float32)
+    for v in copy.CUPY_VARIANTS:
+        out[f"cupy_{v}"] = bench.gbs(copy.cupy_copy_fn(src, dst, v), moved, "cupy", **TIMING)
+    for v in copy.NUMBA_VARIANTS:
+        out[f"numba_{v}"] = bench.gbs(copy.numba_copy_fn(src, dst, v), moved, "numba", **TIMING)
+    assert bool((dst == 1).all()), "a copy kernel wrote wrong values"
+    return out
+
+
+def record_copy(results: dict[str, float]) -> dict[str, float]:
+    """Record every copy's GB/s and the two headline ratios; return the ratios."""
+    for k, v in results.items():
+        bench.record(f"ch03.copy_gbs.{k}", v, "GB/s")
+    d2d = results["torch_d2d"]
+    ratios = {}
+    for backend in ("cupy", "numba"):
+        best = max((k for k in results if k.startswith(backend)), key=lambda k: results[k])
+        ratios[backend] = results[best] / d2d
+        bench.record(f"copy.{backend}_over_d2d", ratios[backend], "ratio",
+                     ratio_of=[f"ch03.copy_gbs.{best}", "ch03.copy_gbs.torch_d2d"], kernel=best)
+    return ratios
+
+
+def stride_bandwidth(strides: Sequence[int] = STRIDES, n: int = STRIDE_N) -> dict[str, dict[int, float]]:
+    """Useful GB/s (2 x 4 bytes per element moved) of the strided copy, cupy and numba, per stride."""
+    require_gpu("the stride sweep")
+    from helpers.kernels import copy
+
+    cp = cupy_module()
+    size = (n - 1) * max(strides) + 1
+    src, dst = cp.ones(size, dtype=cp.float32), cp.zeros(size, dtype=cp.float32)
+    ns, nd = copy.launch.as_numba(src), copy.launch.as_numba(dst)
+    blocks = copy.launch.blocks_for(n, 256)
+    out: dict[str, dict[int, float]] = {"cupy": {}, "numba": {}}
+    for s in strides:
+        copy.cupy_strided(src, dst, n, s)  # validates the arguments once
+        fn = bound_launch("copy", "copy_strided", (blocks,), (256,),
+                          (src, dst, np.int64(n), np.int32(s)))
+        out["cupy"][s] = bench.gbs(fn, 8 * n, "cupy", **TIMING)
+        out["numba"][s] = bench.gbs(lambda s=s: copy.copy_strided[blocks, 256](ns, nd, n, s), 8 * n, "numba", **TIMING)
+    return out
+
+
+def record_stride(results: dict[str, dict[int, float]]) -> float:
+    """Record the curves (ch03.stride_gbs.s<k> is cupy) and copy.stride32_over_stride1; return it."""
+    for backend, curve in results.items():
+        prefix = "ch03.stride_gbs" if backend == "cupy" else f"ch03.stride_gbs_{backend}"
+        for s, v in curve.items():
+            bench.record(f"{prefix}.s{s}", v, "GB/s")
+    c = results["cupy"]
+    ratio = c[32] / c[1]
+    bench.record("copy.stride32_over_stride1", ratio, "ratio",
+                 ratio_of=["ch03.stride_gbs.s32", "ch03.stride_gbs.s1"])
+    return ratio
+
+
+def offset_bandwidth(offsets: Sequence[int] = OFFSETS, n: int = COPY_N // 2) -> dict[str, dict[int, float]]:
+    """GB/s of the offset (misaligned) copy, cupy and numba, per offset in elements."""
+    require_gpu("the misalignment sweep")
+    from helpers.kernels import copy
+
+    cp = cupy_module()
+    src, dst = cp.ones(n + max(offsets), dtype=cp.float32), cp.zeros(n + max(offsets), dtype=cp.float32)
+    ns, nd = copy.launch.as_numba(src), copy.launch.as_numba(dst)
+    blocks = copy.launch.blocks_for(n, 256)
+    out: dict[str, dict[int, float]] = {"cupy": {}, "numba": {}}
+    for o in offsets:
+        copy.cupy_offset(src, dst, n, o)  # validates the arguments once
+        fn = bound_launch("copy", "copy_offset", (blocks,), (256,), (src, dst, np.int64(n), np.int32(o)))
+        out["cupy"][o] = bench.gbs(fn, 8 * n, "cupy", **TIMING)
+        out["numba"][o] = bench.gbs(lambda o=o: copy.copy_offset[blocks, 256](ns, nd, n, o), 8 * n, "numba", **TIMING)
+    return out
+
+
+def record_curves(prefix: str, results: dict[str, dict[int, float]], key: str) -> None:
+    """Record a sweep as <prefix>_<backend>.<key><x> points in GB/s."""
+    for backend, curve in results.items():
+        for x, v in curve.items():
+            bench.record(f"{prefix}_{backend}.{key}{x}", v, "GB/s")
+
+
+def transpose_bandwidth(n: int = TRANSPOSE_N) -> dict[str, float]:
+    """GB/s of the tiled copy and the three transposes, cupy and numba, on an n x n float32 matrix."""
+    require_gpu("the transpose benchmark")
+    from helpers.kernels import transpose
+
+    cp = cupy_module()
+    src = cp.random.random((n, n), dtype=cp.float32)
+    dst = cp.empty((n, n), dtype=cp.float32)
+    ns, nd = transpose.launch.as_numba(src), transpose.launch.as_numba(dst)
+    blocks, threads = transpose.grid(n, n)
+    out = {}
+    for v in transpose.VARIANTS:
+        transpose.cupy_transpose(src, dst, v)  # validates the arguments once
+        name = "copy_tiled" if v == "copy" else f"transpose_{v}"
+        fn = bound_launch("transpose", name, blocks, threads, (src, dst, np.int32(n), np.int32(n)))
+        out[f"cupy_{v}"] = bench.gbs(fn, 8 * n * n, "cupy", **TIMING)
+        k = transpose.NUMBA_KERNELS[v][blocks, threads]
+        out[f"numba_{v}"] = bench.gbs(lambda k=k: k(ns, nd), 8 * n * n, "numba", **TIMING)
+    assert bool((dst == src.T).all()), "the last transpose wrote wrong values"
+    return out
+
+
+def record_transpose(results: dict[str, float]) -> dict[str, float]:
+    """Record GB/s, each variant as a fraction of its backend's tiled copy, and the two headlines."""
+    fractions = bench.record_relative(results, "ch03.transpose_gbs", "GB/s", "ch03.transpose_over_copy", "copy")
+    for variant in ("padded", "naive"):
+        bench.record(f"transpose.{variant}_over_copy", fractions[f"cupy_{variant}"], "ratio",
+                     ratio_of=[f"ch03.transpose_gbs.cupy_{variant}", "ch03.transpose_gbs.cupy_copy"])
+    return fractions
+
+
+def readonly_bandwidth(n: int = COPY_N // 2, radius: int = STENCIL_RADIUS) -> dict[str, float]:
+    """Useful GB/s (one read + one write per element) of the stencil with plain, restrict and ldg loads."""
+    require_gpu("the read-only path benchmark")
+    from helpers.kernels import copy
+
+    cp = cupy_module()
+    src, dst = cp.ones(n, dtype=cp.float32), cp.empty(n, dtype=cp.float32)
+    out = {v: bench.gbs(lambda v=v: copy.cupy_stencil(src, dst, radius, v), 8 * n, "cupy", **TIMING)
+           for v in ("plain", "restrict", "ldg")}
+    assert float(dst[n // 2]) == 2 * radius + 1, "the stencil wrote wrong values"
+    return out
+
+
+def plot_stride_model(measured: dict[str, dict[int, float]], note: str = "", device: str | None = None) -> Any:
+    """Measured bandwidth ÷ stride-1 bandwidth per stride, beside the 32-byte-sector model."""
+    from helpers.perf import access_patterns
+    from helpers import plots
+
+    xs = sorted(set().union(*(c.keys() for c in measured.values())))
+    ys = {label: [c[x] / c[1] if x in c and 1 in c else float("nan") for x in xs]
+          for label, c in measured.items()}
+    ys["sector model (useful ÷ moved bytes)"] = [r["useful"] for r in access_patterns.stride_rows(xs)]
+    return plots.sweep(xs, ys, title="Strided copy: bandwidth relative to stride 1", xlabel="stride (floats)",
+                       ylabel="fraction of stride-1 bandwidth", logx=True, device=device, note=note)
+
+
+def run_all() -> dict[str, float]:
+    """Every chapter 3 measurement on the GPU, recorded; returns the headline ratios (a benchmark)."""
+    ratios = record_copy(copy_bandwidth())
+    out = {f"copy.{k}_over_d2d": v for k, v in ratios.items()}
+    out["copy.stride32_over_stride1"] = record_stride(stride_bandwidth())
+    record_curves("ch03.offset_gbs", offset_bandwidth(), "o")
+    fractions = record_transpose(transpose_bandwidth())
+    out.update({f"transpose.{v}_over_copy": fractions[f"cupy_{v}"] for v in ("padded", "naive")})
+    for k, v in readonly_bandwidth().items():
+        bench.record(f"ch03.readonly_gbs.{k}", v, "GB/s")
+    return out
+
+
+if __name__ == "__main__":
+    import helpers
+    from helpers.reference import TARGETS_BY_NAME
+
+    helpers.start("03_memory_hierarchy", quiet=True)
+    for name, value in run_all().items():
+        t = TARGETS_BY_NAME[name]
+        verdict = {True: "met", False: "MISSED", None: "reported"}[t.met(value)]
+        print(f"{name:<30} {value:6.3f}  target {t.op} {t.value}  {verdict}")

@@ -1,0 +1,9 @@
+"""Chapter 4, warp execution: divergence, occupancy and reductions.
+
+Here: ``warp_bench`` (the chapter-4 GPU measurements and their stored-reference plots).
+Core code the notebook uses: ``helpers.kernels.divergence``, ``helpers.kernels.reduction``,
+``helpers.kernels.simtrace``, ``helpers.perf.occupancy``.
+Lab: ``lab03_divergence_and_reduction``.
+
+Serves: chapter 4.
+"""

@@ -1,0 +1,11 @@
+"""Chapter 5, quantization fundamentals (and 05b, the explorer).
+
+Here: ``experiments`` (error vs bits, outliers, per-channel tables), ``figures`` (the grid, clipped
+histograms, calibration curves; chapter 6 draws with them too), ``explorer`` (the interactive
+quantization explorer of notebook 05b).
+Core code the notebook uses: ``helpers.quant`` (scales, rounding, integer GEMM, FP8, sizes),
+``helpers.models.digits_mlp``, ``helpers.model_quant.activations``.
+Lab: ``lab04_per_channel_and_requant``.
+
+Serves: chapter 5.
+"""

@@ -1,0 +1,248 @@
+"""Dynamic vs static INT8 for Linear layers (torch.ao on the CPU), and the right way to update a
+running activation scale.
+
+Dynamic: weights are INT8 ahead of time; each call measures the activation range, picks a scale and
+quantizes on the fly (no calibration, one extra reduction per layer per call).
+Static: activation scales come from a calibration pass and stay fixed (no reduction, but a range
+that is wrong for the data clips or wastes resolution).
+
+The seed's "runtime scale update" did `atomicAdd(&scale, m*scale + (1-m)*amax)` from every thread.
+That adds the EMA to the old value ((1+m)·s + (1-m)·x: it grows without bound) and reads `scale`
+while other threads change it. The right update is two steps: reduce the batch's amax (atomicMax
+or a tree reduction), then one thread sets scale = m·scale + (1-m)·amax/qmax.
+
+Serves: chapter 10 (also lab 09).
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+from numba import cuda
+
+from helpers.bench import timeit_interleaved
+from helpers.errors import InputError
+from helpers.validation import require_finite, require_float, require_nonempty
+
+
+def _check_momentum(momentum: float) -> None:
+    """Momentum must be in [0, 1)."""
+    if not isinstance(momentum, (int, float)) or not 0 <= momentum < 1:
+        raise InputError(f"momentum must be a number in [0, 1), e.g. 0.9; got {momentum!r}.")
+
+
+def ema_update(running: float, batch_amax: float, momentum: float = 0.9) -> float:
+    """One correct EMA step: momentum * running + (1 - momentum) * batch_amax."""
+    _check_momentum(momentum)
+    return momentum * running + (1 - momentum) * batch_amax
+
+
+def ema_amax(batches: Iterable[np.ndarray], momentum: float = 0.9) -> np.ndarray:
+    """Running amax after each batch (the first batch initialises it), computed correctly."""
+    _check_momentum(momentum)
+    out: list[float] = []
+    for b in batches:
+        b = np.asarray(b, dtype=np.float32)
+        require_nonempty(b, "batch")
+        require_finite(b, "batch")
+        amax = float(np.abs(b).max())
+        out.append(amax if not out else ema_update(out[-1], amax, momentum))
+    if not out:
+        raise InputError("ema_amax needs at least one batch.")
+    return np.asarray(out, dtype=np.float32)
+
+
+def atomic_add_ema(batches: Iterable[np.ndarray], momentum: float = 0.9) -> np.ndarray:
+    """The seed's bug, serialised as atomics would run it: every element adds m*s + (1-m)*|x| to s."""
+    _check_momentum(momentum)
+    s, out = 0.0, []
+    for b in batches:
+        for v in np.abs(np.asarray(b, dtype=np.float64)).ravel():
+            s = s + (momentum * s + (1 - momentum) * v)
+        out.append(s)
+    return np.asarray(out)
+
+
+@cuda.jit
+def _wrong_ema_kernel(x, scale, momentum, one_minus):
+    """The seed's kernel: each thread atomically ADDS the EMA expression (wrong twice over)."""
+    i = cuda.grid(1)
+    if i < x.size:
+        cuda.atomic.add(scale, 0, momentum * scale[0] + one_minus * abs(x[i]))
+
+
+@cuda.jit
+def _amax_kernel(x, amax):
+    """Step 1 of the right update: the batch's max |x| with atomicMax."""
+    i = cuda.grid(1)
+    if i < x.size:
+        cuda.atomic.max(amax, 0, abs(x[i]))
+
+
+@cuda.jit
+def _ema_kernel(amax, scale, momentum, one_minus, inv_qmax):
+    """Step 2: one thread blends the batch amax into the running scale."""
+    if cuda.grid(1) == 0:
+        scale[0] = momentum * scale[0] + one_minus * amax[0] * inv_qmax
+
+
+def gpu_scale_updates(batches: Sequence[np.ndarray], momentum: float = 0.9, qmax: float = 127.0,
+                      threads: int = 64) -> dict[str, np.ndarray]:
+    """Run the wrong and the right scale-update kernels over batches (GPU or CUDA simulator).
+
+    Returns the scale after each batch: 'wrong' (atomicAdd of the EMA) and 'right' (amax, then EMA),
+    both starting from the first batch's amax / qmax.
+    """
+    _check_momentum(momentum)
+    if not batches:
+        raise InputError("gpu_scale_updates needs at least one batch.")
+    arrays = []
+    for b in batches:
+        require_float(np.asarray(b), "batch")
+        arrays.append(np.ascontiguousarray(b, dtype=np.float32).ravel())
+    init = np.float32(np.abs(arrays[0]).max() / qmax)
+    m, one_minus, inv_q = np.float32(momentum), np.float32(1 - momentum), np.float32(1 / qmax)
+    wrong = cuda.to_device(np.array([init], dtype=np.float32))
+    right = cuda.to_device(np.array([init], dtype=np.float32))
+    out: dict[str, list[float]] = {"wrong": [float(init)], "right": [float(init)]}
+    with warnings.catch_warnings():  # the wrong update overflows to inf: that is the point
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for a in arrays[1:]:
+            d = cuda.to_device(a)
+            blocks = (a.size + threads - 1) // threads
+            _wrong_ema_kernel[blocks, threads](d, wrong, m, one_minus)
+            amax = cuda.to_device(np.zeros(1, dtype=np.float32))
+            _amax_kernel[blocks, threads](d, amax)
+            _ema_kernel[1, 1](amax, right, m, one_minus, inv_q)
+            out["wrong"].append(float(wrong.copy_to_host()[0]))
+            out["right"].append(float(right.copy_to_host()[0]))
+    return {k: np.asarray(v, dtype=np.float32) for k, v in out.items()}
+
+
+# --------------------------------------------------------------------------- torch.ao INT8 Linear
+def dynamic_int8(model: Any) -> Any:
+    """A copy of `model` whose nn.Linear layers are torch.ao dynamic INT8 (weights int8, scales per call)."""
+    import torch
+
+    if not isinstance(model, torch.nn.Module):
+        raise InputError(f"dynamic_int8 needs a torch.nn.Module, got {type(model).__name__}.")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from torch.ao.quantization import quantize_dynamic
+
+        return quantize_dynamic(copy.deepcopy(model).eval(), {torch.nn.Linear}, dtype=torch.qint8)
+
+
+class StaticInt8Linear:
+    """Builds the static replacement of one nn.Linear: fixed input and output scales from calibration."""
+
+    @staticmethod
+    def build(linear: Any, in_range: tuple[float, float], out_range: tuple[float, float]) -> Any:
+        """quantize(x, calibrated scale) -> fbgemm INT8 Linear (per-channel weights) -> dequantize."""
+        import torch
+        from torch import nn
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import torch.ao.nn.quantized as nnq
+
+            def affine(lo: float, hi: float) -> tuple[float, int]:
+                lo, hi = min(lo, 0.0), max(hi, 0.0)
+                scale = max(hi - lo, 1e-8) / 255.0
+                return scale, int(round(-lo / scale))
+
+            w = linear.weight.detach().float()
+            w_scale = w.abs().amax(dim=1).clamp_min(1e-8) / 127.0
+            qw = torch.quantize_per_channel(w, w_scale, torch.zeros_like(w_scale, dtype=torch.long), 0, torch.qint8)
+            q = nnq.Linear(linear.in_features, linear.out_features, dtype=torch.qint8)
+            q.set_weight_bias(qw, None if linear.bias is None else linear.bias.detach().float())
+            q.scale, q.zero_point = affine(*out_range)
+            in_scale, in_zp = affine(*in_range)
+
+        class _Static(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.q = q
+
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                qx = torch.quantize_per_tensor(x, in_scale, in_zp, torch.quint8)
+                return self.q(qx).dequantize()
+
+        return _Static()
+
+
+def static_int8(model: Any, calib_batches: Iterable[Any]) -> Any:
+    """A copy of `model` with every nn.Linear replaced by a static INT8 Linear calibrated (min/max) on calib_batches."""
+    import torch
+
+    model = copy.deepcopy(model).eval()
+    ranges: dict[str, list[float]] = {}
+    hooks = []
+
+    def watch(name: str) -> Any:
+        def hook(_m: Any, inp: tuple, out: torch.Tensor) -> None:
+            r = ranges.setdefault(name, [np.inf, -np.inf, np.inf, -np.inf])
+            x = inp[0]
+            r[0], r[1] = min(r[0], float(x.min())), max(r[1], float(x.max()))
+            r[2], r[3] = min(r[2], float(out.min())), max(r[3], float(out.max()))
+        return hook
+
+    linears = {n: m for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
+    if not linears:
+        raise InputError("static_int8 found no nn.Linear layers in the model.")
+    hooks = [m.register_forward_hook(watch(n)) for n, m in linears.items()]
+    seen = 0
+    with torch.inference_mode():
+        for x in calib_batches:
+            model(x[0] if isinstance(x, (tuple, list)) else x)
+            seen += 1
+    for h in hooks:
+        h.remove()
+    if not seen:
+        raise InputError("static_int8 needs at least one calibration batch.")
+    for name, lin in linears.items():
+        r = ranges[name]
+        parent = model.get_submodule(name.rsplit(".", 1)[0]) if "." in name else model
+        setattr(parent, name.rsplit(".", 1)[-1], StaticInt8Linear.build(lin, (r[0], r[1]), (r[2], r[3])))
+    return model
+
+
+def speed_encoder(d: int = 256, layers: int = 4, seq_len: int = 128) -> Any:
+    """A randomly initialised, BERT-shaped EncoderSmall big enough for CPU timings to mean something."""
+    from helpers.models.encoder import EncoderSmall
+
+    return EncoderSmall(seq_len=seq_len, d=d, heads=4, layers=layers, ffn=4 * d).eval()
+
+
+def time_variants(models: dict[str, Any], x: Any, repeats: int = 10) -> dict[str, float]:
+    """Median ms per call of each model on the same input, measured one after the other in this run."""
+    import torch
+
+    with torch.inference_mode():
+        t = timeit_interleaved({name: (lambda m=m: m(x)) for name, m in models.items()}, repeats=repeats)
+    return {k: v.median_ms for k, v in t.items()}
+
+
+def runtime_scale_cost(x: Any, linear: Any, repeats: int = 50) -> dict[str, float]:
+    """What a dynamic scale costs per call: the amax reduction vs the INT8 Linear itself (ms, CPU)."""
+    import torch
+
+    require_float(x, "x")
+    dyn = dynamic_int8(torch.nn.Sequential(linear))[0]
+    with torch.inference_mode():
+        t = timeit_interleaved({"amax": lambda: x.abs().amax(), "linear": lambda: dyn(x)}, repeats=repeats)
+    t_amax, t_lin = t["amax"].median_ms, t["linear"].median_ms
+    return {"amax ms": t_amax, "dynamic linear ms": t_lin, "share": t_amax / t_lin}
+
+
+def accuracy_study(model: Any, data: Any) -> list[dict]:
+    """Test accuracy of FP32, dynamic INT8 and static INT8 (min/max calibrated on data.calib) Linears."""
+    from helpers.models.train import evaluate
+
+    calib = [data.calib.tensors[0][i:i + 128] for i in range(0, len(data.calib), 128)]
+    return [{"variant": name, "accuracy %": evaluate(m, data)} for name, m in (
+        ("FP32", model), ("dynamic INT8", dynamic_int8(model)), ("static INT8", static_int8(model, calib)))]

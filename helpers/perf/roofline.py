@@ -1,0 +1,232 @@
+"""The roofline: attainable throughput = min(peak, intensity × bandwidth), with measured points.
+
+Arithmetic intensity is FLOPs per byte of DRAM traffic (the minimum traffic: each input read
+once, each output written once). Left of the ridge point a kernel is memory-bound, right of it
+compute-bound. The roof here uses the device's *measured* bandwidth and GEMM peak.
+
+Serves: core — used by chapters 1, 2, 11 and labs 01, 09.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from helpers import bench
+from helpers.errors import InputError
+from helpers.validation import require_choice
+
+
+def _positive(**values: float) -> None:
+    """Raise InputError unless every value is a positive finite number."""
+    for name, v in values.items():
+        if not isinstance(v, (int, float, np.integer, np.floating)) or not np.isfinite(v) or v <= 0:
+            raise InputError(f"{name} must be a positive number, got {v!r}.")
+
+
+@dataclass(frozen=True)
+class RoofPoint:
+    """One measured kernel: its work, its minimum DRAM traffic and its time."""
+
+    name: str
+    kind: str  # "elementwise", "gemm", "conv", ...
+    flops: float
+    bytes: float
+    seconds: float
+
+    @property
+    def intensity(self) -> float:
+        """FLOPs per byte."""
+        return self.flops / self.bytes
+
+    @property
+    def tflops(self) -> float:
+        """Achieved TFLOP/s."""
+        return self.flops / self.seconds / 1e12
+
+
+def intensity(flops: float, bytes_moved: float) -> float:
+    """Arithmetic intensity: FLOPs per byte moved."""
+    _positive(flops=flops, bytes_moved=bytes_moved)
+    return flops / bytes_moved
+
+
+def ridge_point(peak_tflops: float, bandwidth_gbs: float) -> float:
+    """The intensity (FLOP/byte) where the memory roof meets the compute roof."""
+    _positive(peak_tflops=peak_tflops, bandwidth_gbs=bandwidth_gbs)
+    return peak_tflops * 1e3 / bandwidth_gbs
+
+
+def attainable_tflops(ai: float, peak_tflops: float, bandwidth_gbs: float) -> float:
+    """Roofline bound at intensity `ai`: min(peak, ai × bandwidth), in TFLOP/s."""
+    _positive(ai=ai, peak_tflops=peak_tflops, bandwidth_gbs=bandwidth_gbs)
+    return min(peak_tflops, ai * bandwidth_gbs / 1e3)
+
+
+def classify(ai: float, peak_tflops: float, bandwidth_gbs: float) -> str:
+    """'memory' when `ai` lies left of the ridge point, else 'compute'."""
+    return "memory" if ai < ridge_point(peak_tflops, bandwidth_gbs) else "compute"
+
+
+def gemm_cost(m: int, n: int, k: int, bytes_per_element: float) -> tuple[float, float]:
+    """(FLOPs, minimum bytes) of C[m,n] = A[m,k] @ B[k,n]: 2mnk and (mk + kn + mn) elements."""
+    _positive(m=m, n=n, k=k, bytes_per_element=bytes_per_element)
+    return 2.0 * m * n * k, float(bytes_per_element) * (m * k + k * n + m * n)
+
+
+def conv_cost(batch: int, cin: int, cout: int, h: int, w: int, kernel: int, stride: int = 1,
+              bytes_per_element: float = 4) -> tuple[float, float]:
+    """(FLOPs, minimum bytes) of a 'same'-padded 2-D convolution."""
+    _positive(batch=batch, cin=cin, cout=cout, h=h, w=w, kernel=kernel, stride=stride)
+    ho, wo = -(-h // stride), -(-w // stride)
+    flops = 2.0 * batch * cout * ho * wo * cin * kernel * kernel
+    elems = batch * cin * h * w + cout * cin * kernel * kernel + batch * cout * ho * wo
+    return flops, float(bytes_per_element) * elems
+
+
+# name: (FLOPs per element, arrays read + written)
+ELEMENTWISE = {"add (a+b)": (1, 3), "axpy (a*x+y)": (2, 3), "relu": (1, 2)}
+
+
+def elementwise_cost(op: str, n: int, bytes_per_element: float = 4) -> tuple[float, float]:
+    """(FLOPs, bytes) of one of the ELEMENTWISE ops on n elements."""
+    require_choice(op, tuple(ELEMENTWISE), "op")
+    f, arrays = ELEMENTWISE[op]
+    return float(f * n), float(arrays * n * bytes_per_element)
+
+
+def measure_bandwidth_gbs(device: str = "cpu", nbytes: int = 1 << 28, repeats: int = 10) -> float:
+    """Copy bandwidth (bytes read + written per second, GB/s) of `device` ('cpu' numpy, 'cuda' torch)."""
+    require_choice(device, ("cpu", "cuda"), "device")
+    if device == "cpu":
+        src = np.ones(nbytes // 4, dtype=np.float32)
+        dst = np.empty_like(src)
+        t = bench.timeit(lambda: np.copyto(dst, src), backend="cpu", warmup=2, repeats=repeats)
+    else:
+        import torch
+
+        gsrc = torch.ones(nbytes // 4, device="cuda")
+        gdst = torch.empty_like(gsrc)
+        t = bench.timeit(lambda: gdst.copy_(gsrc), backend="torch", warmup=3, repeats=repeats)
+    return bench.bandwidth_gbs(2 * nbytes, t.median_s)
+
+
+def _cpu_points(repeats: int) -> list[RoofPoint]:
+    """Elementwise ops, GEMMs of growing size (numpy, FP32) and a convolution (torch) on the CPU."""
+    import torch
+
+    pts = []
+    n = 1 << 25  # 128 MB arrays: far beyond any CPU cache
+    a, b, out = (np.ones(n, np.float32) for _ in range(3))
+    ops = {"add (a+b)": lambda: np.add(a, b, out=out),
+           "axpy (a*x+y)": lambda: np.add(np.multiply(a, np.float32(2), out=out), b, out=out),
+           "relu": lambda: np.maximum(a, 0, out=out)}
+    for op, fn in ops.items():
+        t = bench.timeit(fn, backend="cpu", warmup=1, repeats=repeats)
+        pts.append(RoofPoint(op, "elementwise", *elementwise_cost(op, n), t.median_s))
+    for size in (32, 128, 512, 1024):
+        x, y = np.ones((size, size), np.float32), np.ones((size, size), np.float32)
+        t = bench.timeit(lambda: x @ y, backend="cpu", warmup=1, repeats=repeats)
+        pts.append(RoofPoint(f"GEMM {size}³", "gemm", *gemm_cost(size, size, size, 4), t.median_s))
+    conv = torch.nn.Conv2d(64, 64, 3, padding=1, bias=False).eval()
+    img = torch.randn(4, 64, 56, 56)
+    with torch.inference_mode():
+        t = bench.timeit(lambda: conv(img), backend="cpu", warmup=1, repeats=max(3, repeats // 2))
+    pts.append(RoofPoint("conv 3×3 64→64 56²", "conv", *conv_cost(4, 64, 64, 56, 56, 3), t.median_s))
+    return pts
+
+
+def _gpu_points(repeats: int) -> list[RoofPoint]:
+    """Elementwise ops (FP32, 1 GiB arrays), BF16 GEMMs of growing size and a BF16 convolution."""
+    import torch
+
+    pts = []
+    n = 1 << 28
+    a, b, out = (torch.ones(n, device="cuda") for _ in range(3))
+    ops = {"add (a+b)": lambda: torch.add(a, b, out=out),
+           "axpy (a*x+y)": lambda: torch.add(b, a, alpha=2.0, out=out),
+           "relu": lambda: torch.clamp(a, min=0, out=out)}
+    for op, fn in ops.items():
+        t = bench.timeit(fn, backend="torch", repeats=repeats)
+        pts.append(RoofPoint(op, "elementwise", *elementwise_cost(op, n), t.median_s))
+    del a, b, out
+    for size in (256, 512, 1024, 2048, 4096, 8192):
+        x = torch.randn(size, size, device="cuda", dtype=torch.bfloat16)
+        y = torch.randn(size, size, device="cuda", dtype=torch.bfloat16)
+        t = bench.timeit(lambda: x @ y, backend="torch", repeats=repeats)
+        pts.append(RoofPoint(f"GEMM {size}³ bf16", "gemm", *gemm_cost(size, size, size, 2), t.median_s))
+    conv = torch.nn.Conv2d(256, 256, 3, padding=1, bias=False).to("cuda", torch.bfloat16)
+    conv = conv.to(memory_format=torch.channels_last).eval()  # type: ignore[call-overload]
+    img = torch.randn(64, 256, 56, 56, device="cuda", dtype=torch.bfloat16).to(memory_format=torch.channels_last)
+    with torch.inference_mode():
+        t = bench.timeit(lambda: conv(img), backend="torch", repeats=repeats)
+    pts.append(RoofPoint("conv 3×3 256→256 56² b64 bf16", "conv", *conv_cost(64, 256, 256, 56, 56, 3, 1, 2),
+                         t.median_s))
+    return pts
+
+
+def measure_points(device: str = "cpu", repeats: int = 10) -> list[RoofPoint]:
+    """Measured roofline points on `device` ('cpu' or 'cuda')."""
+    require_choice(device, ("cpu", "cuda"), "device")
+    if device == "cuda":
+        from helpers.device import require_gpu
+
+        require_gpu("The GPU roofline")
+        return _gpu_points(repeats)
+    return _cpu_points(repeats)
+
+
+def record_points(points: list[RoofPoint], prefix: str) -> None:
+    """Record each point's TFLOP/s as `<prefix>.<kind>.<index>` with its intensity."""
+    for i, p in enumerate(points):
+        bench.record(f"{prefix}.{p.kind}.{i}", p.tflops, "TFLOP/s", label=p.name, intensity=p.intensity)
+
+
+def points_from_records(records: list[bench.Record]) -> list[RoofPoint]:
+    """Rebuild points (1-second, unit-FLOP scale) from records made by record_points."""
+    out = []
+    for r in records:
+        ai = r.extra.get("intensity")
+        if ai:
+            out.append(RoofPoint(r.extra.get("label", r.name), r.name.split(".")[-2], r.value * 1e12,
+                                 r.value * 1e12 / ai, 1.0))
+    return out
+
+
+def plot(points: list[RoofPoint], peak_tflops: float, bandwidth_gbs: float, *, title: str,
+         device: str | None = None, note: str = "", spec_tflops: float | None = None):
+    """Log-log roofline with the measured roof and the measured points, coloured by kind."""
+    from helpers import plots
+
+    _positive(peak_tflops=peak_tflops, bandwidth_gbs=bandwidth_gbs)
+    fig, ax = plots.plt.subplots()
+    ais = [p.intensity for p in points] or [1.0]
+    ridge = ridge_point(peak_tflops, bandwidth_gbs)
+    xs = np.logspace(np.log10(min(min(ais), ridge) / 4), np.log10(max(max(ais), ridge) * 4), 200)
+    ax.plot(xs, [attainable_tflops(x, peak_tflops, bandwidth_gbs) for x in xs], color="0.2", lw=2,
+            label=f"roof: {bandwidth_gbs:,.0f} GB/s, {peak_tflops:.3g} TFLOP/s (measured)")
+    if spec_tflops:
+        ax.axhline(spec_tflops, ls=":", color="0.4", lw=1, label=f"dense spec {spec_tflops:g}")
+    ax.axvline(ridge, ls="--", color="0.6", lw=1)
+    kinds = sorted({p.kind for p in points})
+    for i, kind in enumerate(kinds):
+        sel = [p for p in points if p.kind == kind]
+        ax.scatter([p.intensity for p in sel], [p.tflops for p in sel], color=plots.PALETTE[i + 1],
+                   marker=plots.MARKERS[i], label=kind, zorder=3)
+    ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte)",
+           ylabel="TFLOP/s", title=title)
+    ax.legend(fontsize=7)
+    plots.label_device(ax, device, note)
+    fig.tight_layout()
+    plots.save_figure(fig, title)
+    return fig
+
+
+
+def measured_peak(points: list[RoofPoint]) -> float:
+    """The roof's compute ceiling: the fastest measured GEMM or convolution (TFLOP/s)."""
+    heavy = [p.tflops for p in points if p.kind in ("gemm", "conv")]
+    if not heavy:
+        raise InputError("measured_peak needs at least one GEMM or convolution point.")
+    return max(heavy)

@@ -1,1 +1,0 @@
-"""Chapter 11: automated troubleshooting (wrong GPU architecture, "INT8 is not faster", profiling)."""

@@ -1,0 +1,78 @@
+"""The folder tree is the map: import direction, no cycles, small modules, a 'Serves:' line everywhere."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from helpers.tools import layout
+
+
+def test_no_import_goes_up_a_layer_or_to_a_later_chapter() -> None:
+    assert layout.violations() == []
+
+
+def test_no_import_cycle() -> None:
+    assert layout.cycles() == []
+
+
+def test_no_module_is_over_the_size_limit() -> None:
+    assert layout.oversized() == []
+
+
+def test_every_module_says_which_chapter_it_serves() -> None:
+    assert layout.undocumented() == []
+
+
+def test_every_chapter_notebook_has_its_chapter_package() -> None:
+    notebooks = {p.stem for p in (layout.ROOT.parent / "notebooks").glob("[0-9][0-9]_*.ipynb")} - {"00_start_here"}
+    assert {f"ch{n}" for n in notebooks} <= set(layout.chapter_map())
+
+
+def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
+    """A fake helpers package with the given files (path -> source)."""
+    root = tmp_path / "helpers"
+    for rel, src in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(textwrap.dedent(src))
+    return root
+
+
+PLANT = {
+    "__init__.py": '"""Serves: core."""\n',
+    "perf/__init__.py": '"""Serves: core."""\n',
+    "chapters/__init__.py": '"""Serves: the map."""\n',
+    "chapters/ch03_memory/__init__.py": '"""Serves: chapter 3."""\n',
+    "chapters/ch03_memory/bench.py": '"""Serves: chapter 3."""\n',
+    "chapters/ch09_deploy/__init__.py": '"""Serves: chapter 9."""\n',
+    "chapters/ch09_deploy/work.py": '"""Serves: chapter 9."""\nfrom helpers.chapters.ch03_memory import bench\n',
+}
+
+
+def test_a_core_module_importing_a_chapter_is_reported_with_the_import(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {**PLANT, "perf/gemm.py": '"""Serves: core."""\n\n'
+                            "def f():\n    from helpers.chapters.ch03_memory.bench import x\n"})
+    found = layout.violations(root)
+    assert len(found) == 1
+    assert "helpers/perf/gemm.py:4" in found[0] and "helpers.chapters.ch03_memory.bench" in found[0]
+
+
+def test_a_chapter_importing_a_later_chapter_is_reported(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {**PLANT, "chapters/ch03_memory/bench.py":
+                            '"""Serves: chapter 3."""\nfrom helpers.chapters.ch09_deploy import work\n'})
+    found = layout.violations(root)
+    assert len(found) == 1 and "later chapter" in found[0]
+    assert layout.cycles(root) == [["helpers.chapters.ch03_memory.bench", "helpers.chapters.ch09_deploy.work"]]
+
+
+@pytest.mark.parametrize("bad, why", [
+    ({"perf/big.py": '"""Serves: core."""\n' + "x = 1\n" * 500}, "(501 lines)"),
+    ({"perf/nodoc.py": "x = 1\n"}, "no 'Serves:'"),
+    ({"chapters/ch03_memory/bench.py": '"""Serves: chapter 4."""\n'}, "chapter 3"),
+])
+def test_size_and_docstring_rules_fail_on_a_plant(tmp_path: Path, bad: dict[str, str], why: str) -> None:
+    root = _tree(tmp_path, {**PLANT, **bad})
+    assert any(why in p for p in layout.oversized(root) + layout.undocumented(root))
