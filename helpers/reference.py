@@ -57,6 +57,14 @@ TARGETS: tuple[Target, ...] = (
     Target("qat.delta_pts", "<=", 0.3, "FP32 − QAT accuracy (points)"),
     Target("suite.cpu_test_minutes", "<=", 15.0, "wall minutes of the full README test command"),
     Target("suite.gpu_report_minutes", "<=", 8.0, "wall minutes of the whole GPU reference run"),
+    Target("llm.gemv.w8a16_over_fp16", ">=", 1.8, "batch-1 GEMV at LLM shapes: INT8 weights ÷ FP16"),
+    Target("llm.gemv.w4a16_over_fp16", ">=", 3.0, "batch-1 GEMV at LLM shapes: INT4 per-group weights ÷ FP16"),
+    Target("llm.gemv.best_over_d2d", ">=", 0.8, "best weight-only GEMV bandwidth ÷ torch D2D copy bandwidth"),
+    Target("llm.decode.w4a16_over_fp16", ">=", 2.5, "decode tokens/s of an LLM-shaped stack at batch 1, W4A16 ÷ FP16"),
+    Target("trt_rtx.int8_over_fp32_engine_size", "reported", None,
+           "TensorRT-RTX engine size, INT8 Q/DQ ÷ FP32, ResNet-50"),
+    Target("suite.fresh_clone_to_lab_minutes", "reported", None,
+           "wall minutes from a fresh clone to JupyterLab serving via `make lab`"),
 )
 TARGETS_BY_NAME = {t.name: t for t in TARGETS}
 

@@ -29,7 +29,7 @@ from helpers.reference import REFERENCE_DIR, ROOT, TARGETS, TARGETS_BY_NAME
 
 FOLDERS = ("notebooks", "solutions")
 KEY_FIGURES_MAX = 40
-CPU_FILE_PREFIXES = ("ort_cpu.", "suite.cpu_")  # headline names stored in reference/cpu (MEASUREMENTS.md)
+CPU_FILE_PREFIXES = ("ort_cpu.", "suite.cpu_", "suite.fresh_clone")  # headline names stored in reference/cpu (MEASUREMENTS.md)
 
 
 @dataclass
