@@ -5,7 +5,11 @@ Serves: core — used by every chapter and every lab.
 
 from __future__ import annotations
 
+import atexit
 import random
+import shutil
+import tempfile
+from pathlib import Path
 
 from helpers import bench, device
 
@@ -44,3 +48,10 @@ def start(notebook: str, seed: int = 0, quiet: bool = False) -> bool:
             print(f"[{notebook}] no GPU here ({device.device_label()}):{sim} "
                   "GPU results are shown from the stored reference run.")
     return gpu
+
+
+def scratch_dir(prefix: str) -> Path:
+    """A fresh temporary folder for a notebook's files, removed when its Python process exits."""
+    path = Path(tempfile.mkdtemp(prefix=f"{prefix}_"))
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path

@@ -80,3 +80,14 @@ def test_gpu_info_on_gpu():
     assert info.l2_bytes > 0 and info.shared_memory_per_sm > 0
     status = {s.name: s.status for s in device.stacks()}
     assert status["numba CUDA"] == "real" and status["torch CUDA"] == "real"
+
+
+def test_scratch_dir_is_removed_when_the_process_exits(tmp_path):
+    import subprocess
+    import sys
+
+    code = ("import helpers.session as s; p = s.scratch_dir('t'); (p / 'f.onnx').write_bytes(b'x'); print(p)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**__import__("os").environ, "TMPDIR": str(tmp_path)}).stdout.strip()
+    assert out.startswith(str(tmp_path)) and not __import__("pathlib").Path(out).exists()
+    assert list(tmp_path.iterdir()) == []
