@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 import os
 import statistics
 import time
@@ -21,7 +22,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from helpers.errors import InputError
+from helpers.errors import InputError, NoGPUError, require_package
+from helpers.validation import require_int_range
 
 RESULTS_VAR = "WORKBOOK_RESULTS"
 BACKENDS = ("auto", "cpu", "torch", "cupy", "numba")
@@ -69,6 +71,23 @@ def _resolve_backend(backend: str) -> str:
     return "torch" if torch_device() == "cuda" else "cpu"
 
 
+def require_backend(backend: str) -> None:
+    """Raise MissingPackageError or NoGPUError when a GPU timing backend cannot run here."""
+    from helpers.device import GPU_EXTRAS, has_gpu, simulator_enabled
+
+    what = f"timing with backend={backend!r}"
+    if backend == "torch":
+        torch = require_package("torch", "pip install torch", "the 'torch' timing backend")
+        if not torch.cuda.is_available():
+            raise NoGPUError(f"{what} (CUDA events)")
+    elif backend == "cupy":
+        require_package("cupy", GPU_EXTRAS, "the 'cupy' timing backend")
+        if not has_gpu():
+            raise NoGPUError(what)
+    elif backend == "numba" and not simulator_enabled() and not has_gpu():
+        raise NoGPUError(what)
+
+
 def _event_pair(backend: str) -> tuple[Any, Any, Callable[[Any, Any], float]]:
     """Start/stop CUDA events and a function giving elapsed seconds, for one GPU backend."""
     if backend == "torch":
@@ -103,6 +122,12 @@ def synchronize(backend: str) -> None:
         cuda.synchronize()
 
 
+def _check_counts(**counts: Any) -> None:
+    """warmup >= 0, repeats >= 1, inner >= 1, each a whole number."""
+    for name, value in counts.items():
+        require_int_range(value, 0 if name == "warmup" else 1, 10**9, name)
+
+
 def timeit(
     fn: Callable[[], Any],
     *,
@@ -117,10 +142,10 @@ def timeit(
     The numba backend under the CUDA simulator falls back to the CPU clock.
     """
     if not callable(fn):
-        raise InputError(f"timeit needs a function to call, got {type(fn).__name__}.")
-    if warmup < 0 or repeats < 1 or inner < 1:
-        raise InputError("timeit needs warmup >= 0, repeats >= 1 and inner >= 1.")
+        raise InputError(f"timeit needs a function to call, got {type(fn).__name__}. Pass e.g. lambda: f(x).")
+    _check_counts(warmup=warmup, repeats=repeats, inner=inner)
     backend = _resolve_backend(backend)
+    require_backend(backend)
     from helpers.device import simulator_enabled
 
     gpu = backend in ("torch", "cupy") or (backend == "numba" and not simulator_enabled())
@@ -147,10 +172,9 @@ def timeit(
 
 def timeit_interleaved(fns: dict[str, Callable[[], Any]], *, warmup: int = 2, repeats: int = 10) -> dict[str, Timing]:
     """CPU timings of several functions, one call of each per round, so a busy machine slows all alike."""
-    if not fns or not all(callable(f) for f in fns.values()):
-        raise InputError("timeit_interleaved needs a dict of name -> function to call.")
-    if warmup < 0 or repeats < 1:
-        raise InputError("timeit_interleaved needs warmup >= 0 and repeats >= 1.")
+    if not isinstance(fns, dict) or not fns or not all(callable(f) for f in fns.values()):
+        raise InputError("timeit_interleaved needs a dict of name -> function to call, e.g. {'a': lambda: f(x)}.")
+    _check_counts(warmup=warmup, repeats=repeats)
     for _ in range(warmup):
         for f in fns.values():
             f()
@@ -186,9 +210,21 @@ def gemm_flops(m: int, n: int, k: int) -> int:
 def ratios(timings: dict[str, Timing], baseline: str) -> dict[str, float]:
     """Speed of each timing relative to `baseline` (>1 means faster), all from the same run."""
     if baseline not in timings:
-        raise InputError(f"baseline {baseline!r} is not among the timings: {', '.join(timings)}.")
+        raise InputError(f"baseline {baseline!r} is not among the timings ({', '.join(timings) or 'none'}). "
+                         "Pass one of their names as baseline.")
     base = timings[baseline].median_s
     return {k: base / t.median_s for k, t in timings.items()}
+
+
+def _json_safe(value: Any) -> Any:
+    """`value` with every NaN or inf float (inside dicts and lists too) replaced by None, which JSON can store."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value
 
 
 @dataclass
@@ -206,8 +242,9 @@ class Record:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        """The record as a plain dict (the reference-file format)."""
+        """The record as a plain dict (the reference-file format); a NaN/inf among the extras becomes null."""
         d = asdict(self)
+        d["extra"] = _json_safe(d["extra"])
         return {k: v for k, v in d.items() if v not in (None, {}, [])}
 
     @classmethod
@@ -247,7 +284,16 @@ def record(
 
     if not isinstance(name, str) or not name:
         raise InputError("record() needs a non-empty measurement name such as 'copy.cupy_over_d2d'.")
-    value = float(value)
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise InputError(f"record({name!r}, ...) needs a number, got {type(value).__name__} {value!r}. "
+                         "Pass the measured value, e.g. float(t.median_s).") from None
+    if not math.isfinite(value):
+        raise InputError(f"record({name!r}, {value}) is not a finite number, and JSON cannot store it; nothing "
+                         "was recorded. Find where the NaN/inf comes from (a zero time? an empty timing?).")
+    if not isinstance(unit, str):
+        raise InputError(f"record({name!r}, ...) needs the unit as text, e.g. 'ratio', 'ms' or 'GB/s'.")
     rec = Record(
         name=name, value=value, unit=unit, device=device_label(),
         date=_dt.date.today().isoformat(), notebook=_session["notebook"],
@@ -258,7 +304,7 @@ def record(
     if path:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         with open(path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(rec.to_json()) + "\n")
+            f.write(json.dumps(rec.to_json(), allow_nan=False) + "\n")
     return rec
 
 
@@ -276,15 +322,47 @@ def record_relative(results: dict[str, float], value_prefix: str, unit: str, rat
 def save_records(records: Iterable[Record], path: str | os.PathLike) -> None:
     """Write records as a JSON list (the format of reference/*/results.json)."""
     data = [r.to_json() for r in records]
+    try:
+        text = json.dumps(data, indent=1, sort_keys=True, allow_nan=False) + "\n"
+    except ValueError:
+        bad = [d["name"] for d in data if not math.isfinite(d.get("value", 0.0))]
+        raise InputError(f"records {bad[:3]} hold NaN or inf, which JSON cannot store; nothing was written to "
+                         f"{path}. Drop or re-measure them.") from None
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    Path(path).write_text(text, encoding="utf-8")
+
+
+def _parse(text: str, where: str) -> Any:
+    """json.loads, or an InputError naming the file and line."""
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise InputError(f"{where} is not valid JSON ({exc.msg}); the file is cut off or was edited. Write it "
+                         "again (re-run what records it), or delete the broken line.") from None
+
+
+def _record(d: Any, where: str) -> Record:
+    """A Record from a parsed JSON object, or an InputError naming where it came from."""
+    if not isinstance(d, dict) or not {"name", "value", "unit"} <= d.keys():
+        raise InputError(f"{where} is not a record (it needs name, value and unit). Write it with "
+                         "helpers.bench.record or save_records.")
+    return Record.from_json(d)
 
 
 def load_records(path: str | os.PathLike) -> list[Record]:
-    """Read records from a JSON list or a JSON-lines file."""
-    text = Path(path).read_text(encoding="utf-8").strip()
+    """Read records from a JSON list or a JSON-lines file (InputError naming the line that is broken)."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"{p} {'is a folder' if p.is_dir() else 'does not exist'}: pass a records file "
+                         "(results.json or a .jsonl written by helpers.bench.record).")
+    try:
+        text = p.read_text(encoding="utf-8").strip()
+    except UnicodeDecodeError:
+        raise InputError(f"{p} is not a text file of records. Pass results.json or a .jsonl of records.") from None
     if not text:
         return []
     if text.startswith("["):
-        return [Record.from_json(d) for d in json.loads(text)]
-    return [Record.from_json(json.loads(line)) for line in text.splitlines() if line.strip()]
+        data = _parse(text, str(p))
+        return [_record(d, f"{p}, item {i + 1}") for i, d in enumerate(data)]
+    return [_record(_parse(line, f"{p}, line {i + 1}"), f"{p}, line {i + 1}")
+            for i, line in enumerate(text.splitlines()) if line.strip()]

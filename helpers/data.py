@@ -99,9 +99,14 @@ def _cifar10(root: Path) -> tuple[np.ndarray, ...]:
                          "holds cifar-10-batches-py (this workbook never downloads it).")
 
     def read(f: Path) -> tuple[np.ndarray, np.ndarray]:
-        with open(f, "rb") as fh:
-            b = pickle.load(fh, encoding="bytes")
-        return b[b"data"].reshape(-1, 3, 32, 32).astype(np.float32) / 255.0, np.asarray(b[b"labels"])
+        """One CIFAR-10 batch file as (images, labels), or InputError naming the broken file."""
+        try:
+            with open(f, "rb") as fh:
+                b = pickle.load(fh, encoding="bytes")
+            return b[b"data"].reshape(-1, 3, 32, 32).astype(np.float32) / 255.0, np.asarray(b[b"labels"])
+        except Exception as exc:  # noqa: BLE001 - a cut-off or foreign file raises many kinds
+            raise InputError(f"{f} is not a readable CIFAR-10 batch ({type(exc).__name__}); the folder is "
+                             "incomplete or corrupt. Unpack cifar-10-python.tar.gz into it again.") from None
 
     parts = [read(f) for f in files[:5]]
     x, y = np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
@@ -121,7 +126,11 @@ def _imagefolder(root: Path, size: int = 32) -> tuple[np.ndarray, np.ndarray, li
     for label, cls in enumerate(classes):
         for f in sorted((root / cls).iterdir()):
             if f.suffix.lower() in (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp"):
-                img = Image.open(f).convert("RGB").resize((size, size))
+                try:
+                    img = Image.open(f).convert("RGB").resize((size, size))
+                except Exception as exc:  # noqa: BLE001 - PIL raises several kinds for a broken image
+                    raise InputError(f"{f} is not a readable image ({type(exc).__name__}). Replace or "
+                                     "remove it, then load the folder again.") from None
                 xs.append(np.asarray(img, dtype=np.float32).transpose(2, 0, 1) / 255.0)
                 ys.append(label)
     if len(xs) < 10:

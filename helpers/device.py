@@ -325,10 +325,36 @@ def _version(module: str) -> str:
         return "-"
 
 
+def _driver_version() -> str:
+    """The NVIDIA driver's version as nvidia-smi reports it, or '-' without one."""
+    import subprocess
+
+    try:
+        done = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return "-"
+    lines = done.stdout.strip().splitlines()
+    return lines[0].strip() if done.returncode == 0 and lines else "-"
+
+
 def versions() -> dict[str, str]:
-    """Versions of the packages whose behaviour the measurements depend on."""
-    mods = ("torch", "numpy", "numba", "cupy", "onnxruntime", "tensorrt")
+    """Versions of the software the measurements depend on: packages, CUDA, the driver, Python."""
+    return dict(_versions())
+
+
+@functools.cache
+def _versions() -> dict[str, str]:
+    """``versions()``, read once per process (importing the packages is the slow part)."""
+    mods = ("torch", "numpy", "numba", "cupy", "onnxruntime", "tensorrt", "tensorrt_rtx", "triton")
     out = {m: _version(m) for m in mods}
+    try:
+        import torch
+
+        out["cuda"] = str(torch.version.cuda or "-")
+    except ImportError:
+        pass
+    out["driver"] = _driver_version() if has_gpu() else "-"
     out["python"] = platform.python_version()
     return {k: v for k, v in out.items() if v != "-"}
 

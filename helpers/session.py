@@ -1,17 +1,42 @@
 """The first call of every notebook: name it, seed it, style its plots, say where it runs.
 
+Also where a notebook keeps files: ``cache_dir()`` (trained models, compile caches; kept) and
+``scratch_dir(prefix)`` (temporary files; removed by ``remove_scratch()``, at a clean exit, or by the
+next ``start()`` when the kernel that made them was killed).
+
 Serves: core — used by every chapter and every lab.
 """
 
 from __future__ import annotations
 
 import atexit
+import os
 import random
+import re
 import shutil
 import tempfile
 from pathlib import Path
 
 from helpers import bench, device
+from helpers.errors import InputError
+
+CACHE_VAR = "WORKBOOK_CACHE"
+DEFAULT_CACHE = Path("~/.cache/gpu-int8-course")
+SCRATCH_PREFIX = "course-"
+_SCRATCH_NAME = re.compile(rf"{SCRATCH_PREFIX}.+-(\d+)-[^-]+$")  # course-<prefix>-<pid>-<random>
+_scratch: list[Path] = []
+
+
+def cache_dir() -> Path:
+    """The course's cache folder: $WORKBOOK_CACHE, else ~/.cache/gpu-int8-course (created on demand)."""
+    path = Path(os.environ.get(CACHE_VAR) or DEFAULT_CACHE).expanduser()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError, PermissionError) as exc:
+        what = "no permission there" if isinstance(exc, PermissionError) else "a file is in the way"
+        raise InputError(f"the model cache {path} cannot be a folder ({what}). Point ${CACHE_VAR} at a folder "
+                         f"you can write, or unset it to use {DEFAULT_CACHE}.") from None
+    return path
 
 
 def seed_everything(seed: int = 0) -> None:
@@ -34,11 +59,15 @@ def start(notebook: str, seed: int = 0, quiet: bool = False) -> bool:
     Prints one line saying whether GPU cells run for real or show stored results,
     and returns True when a GPU is present.
     """
-    from helpers import plots
+    from helpers import figure_check, plots
 
     bench.set_notebook(notebook)
     seed_everything(seed)
+    remove_stale_scratch()
+    # torch.compile's kernel cache lives with the course's other caches, not in $TMPDIR
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_dir() / "torchinductor"))
     plots.use_style()
+    figure_check.enable(notebook)  # only under `make notebooks` ($WORKBOOK_FIGURE_LINT)
     gpu = device.gpu_info() is not None
     if not quiet:
         if gpu:
@@ -51,7 +80,35 @@ def start(notebook: str, seed: int = 0, quiet: bool = False) -> bool:
 
 
 def scratch_dir(prefix: str) -> Path:
-    """A fresh temporary folder for a notebook's files, removed when its Python process exits."""
-    path = Path(tempfile.mkdtemp(prefix=f"{prefix}_"))
-    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    """A fresh temporary folder for a notebook's files (removed by ``remove_scratch()`` or at exit)."""
+    if not _scratch:
+        atexit.register(remove_scratch)
+    path = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{prefix.strip('_-')}-{os.getpid()}-"))
+    _scratch.append(path)
     return path
+
+
+def remove_scratch() -> None:
+    """Remove this process's scratch folders now (a notebook that made one calls this in its last cell)."""
+    while _scratch:
+        shutil.rmtree(_scratch.pop(), ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    """True while a process with this id exists."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_scratch() -> list[Path]:
+    """Remove the scratch folders of course processes that are gone (a kernel killed before it could)."""
+    stale = [p for p in Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*")
+             if p.is_dir() and (m := _SCRATCH_NAME.match(p.name)) and not _alive(int(m.group(1)))]
+    for p in stale:
+        shutil.rmtree(p, ignore_errors=True)
+    return stale

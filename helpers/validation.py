@@ -51,7 +51,8 @@ def require_dtype(x: Any, dtypes: tuple[str, ...], name: str = "x") -> None:
     require_array(x, name)
     got = _dtype_name(x).replace("torch.", "")
     if got not in dtypes:
-        raise InputError(f"{name} must have dtype {' or '.join(dtypes)}, got {got}.")
+        raise InputError(f"{name} must have dtype {' or '.join(dtypes)}, got {got}. "
+                         f"Convert it first, e.g. {name}.astype(np.{dtypes[0]}) (after quantizing, for integers).")
 
 
 def require_nonempty(x: Any, name: str = "x") -> None:
@@ -77,7 +78,8 @@ def require_ndim(x: Any, ndims: tuple[int, ...], name: str = "x") -> None:
     require_array(x, name)
     if len(x.shape) not in ndims:
         want = " or ".join(str(n) for n in ndims)
-        raise InputError(f"{name} must have {want} dimension(s), got shape {tuple(x.shape)}.")
+        raise InputError(f"{name} must have {want} dimension(s), got shape {tuple(x.shape)}. "
+                         "Reshape it first, e.g. with .reshape(...).")
 
 
 def normalize_axis(axis: int, ndim: int, name: str = "axis") -> int:
@@ -92,8 +94,21 @@ def normalize_axis(axis: int, ndim: int, name: str = "axis") -> int:
 
 def require_int_range(value: int, low: int, high: int, name: str) -> None:
     """Require an integer in low..high inclusive."""
-    if not isinstance(value, (int, np.integer)) or not low <= value <= high:
-        raise InputError(f"{name} must be an integer in {low}..{high}, got {value!r}.")
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
+        raise InputError(f"{name} must be an integer in {low}..{high}, got {value!r}. "
+                         f"Pass a whole number from {low} to {high}.")
+
+
+def require_positive(value: Any, name: str) -> float:
+    """Require a finite number > 0; return it as a float."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        v = float("nan")
+    if not np.isfinite(v) or v <= 0:
+        raise InputError(f"{name} must be a finite number > 0, got {value!r}. Pass a positive value "
+                         "(compute it from finite data).")
+    return v
 
 
 def require_choice(value: Any, choices: tuple, name: str) -> None:

@@ -88,7 +88,7 @@ def test_models_give_logits(name, shape):
     assert m(torch.randn(4, *shape)).shape == (4, 10)
 
 
-def test_checkpoint_cache_trains_once_and_retrains_when_stale(tmp_path, monkeypatch):
+def test_checkpoint_cache_trains_once_and_retrains_when_stale(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv(train.CACHE_VAR, str(tmp_path))
     monkeypatch.setitem(train.CONFIGS, "resnet_small", train.TrainConfig("resnet_small", "digits", epochs=1))
     m1 = train.trained_model("resnet_small", dataset="digits", progress=False)
@@ -104,8 +104,10 @@ def test_checkpoint_cache_trains_once_and_retrains_when_stale(tmp_path, monkeypa
     blob = torch.load(path, weights_only=True)
     blob["state_dict"]["fc.bias"] += 1.0  # corrupt the weights: the hash no longer matches
     torch.save(blob, path)
+    capsys.readouterr()
     with pytest.raises(AssertionError, match="must not retrain"):
         train.trained_model("resnet_small", dataset="digits", progress=False)
+    assert f"cached model resnet_small failed its hash check ({path.name}): retraining." in capsys.readouterr().out
 
     monkeypatch.setitem(train.CONFIGS, "resnet_small", train.TrainConfig("resnet_small", "digits", epochs=2))
     assert train.checkpoint_path("resnet_small", "digits") != path  # a new config is a new key

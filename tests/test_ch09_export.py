@@ -10,7 +10,7 @@ from ch09_models import tiny_cnn, tiny_inputs
 from onnx import TensorProto, helper, numpy_helper
 
 from helpers.deploy.export import export_onnx, export_qdq, op_counts, require_qdq
-from helpers.deploy.qdq_check import check_qdq
+from helpers.deploy.qdq_check import check_qdq, qdq_nodes
 from helpers.deploy.qdq_model import calibrate, fake_quant_copy, insert_qdq
 from helpers.errors import InputError
 
@@ -168,3 +168,103 @@ def test_pytorch_quantization_model_exports_qdq_that_passes_the_validator(tmp_pa
     assert not [
         p for p in rep.problems if "axis" in p or "uint8" in p or "not 0" in p
     ], rep.problems
+
+
+def _weight_graph(op: str, w_shape: tuple[int, ...], axis: int, trans_b: int | None = None,
+                  transpose: bool = False):
+    """DQ(x) and a per-channel DQ(w) on `axis` feeding one `op` (optionally through a Transpose of w)."""
+    w = numpy_helper.from_array(np.ones(w_shape, np.int8), "w")
+    ws = numpy_helper.from_array(np.full(w_shape[axis], 0.1, np.float32), "ws")
+    wz = numpy_helper.from_array(np.zeros(w_shape[axis], np.int8), "wz")
+    xs = numpy_helper.from_array(np.array(0.05, np.float32), "xs")
+    xz = numpy_helper.from_array(np.array(0, np.int8), "xz")
+    x_shape = {"ConvTranspose": [1, w_shape[0], 5, 5], "Gemm": [1, w_shape[1 if trans_b else 0]],
+               "MatMul": [1, w_shape[1] if transpose else w_shape[0]]}[op]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], name="dqw", axis=axis)]
+    if transpose:
+        nodes.append(helper.make_node("Transpose", ["wd"], ["wt"], perm=[1, 0]))
+    attrs = {"transB": trans_b} if trans_b is not None else {}
+    nodes.append(helper.make_node(op, ["xd", "wt" if transpose else "wd"], ["y"], name="layer", **attrs))
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w, ws, wz, xs, xz])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize(
+    "op, w_shape, good_axis, kwargs",
+    [
+        ("ConvTranspose", (2, 4, 3, 3), 1, {}),  # [C_in, C_out, kH, kW]: output channels on axis 1
+        ("Gemm", (4, 3), 0, {"trans_b": 1}),  # a Linear's weight [N, K]
+        ("Gemm", (3, 4), 1, {"trans_b": 0}),  # [K, N]
+        ("MatMul", (3, 4), 1, {}),  # a MatMul weight stored [K, N] is per column
+        ("MatMul", (4, 3), 0, {"transpose": True}),  # [N, K] then Transpose: axis 0 before the transpose
+    ],
+)
+def test_per_channel_axis_rule_follows_the_op_that_reads_the_weight(op, w_shape, good_axis, kwargs):
+    assert check_qdq(_weight_graph(op, w_shape, good_axis, **kwargs)).ok
+    rep = check_qdq(_weight_graph(op, w_shape, 1 - good_axis, **kwargs))
+    assert not rep.ok
+    assert any(f"axis {1 - good_axis}, but {op} layer reads its output channels on axis {good_axis}" in p
+               for p in rep.problems), rep.problems
+    nodes = [n for n in qdq_nodes(_weight_graph(op, w_shape, good_axis, **kwargs)) if n["weight"]]
+    assert [(n["layer"], n["axis"], n["expected_axis"]) for n in nodes] == [(op, good_axis, good_axis)]
+
+
+def _residual_graph(quantize_skip: bool):
+    """relu(x) -> DQ/Conv, and Add(conv output, skip); the skip input optionally through Q/DQ."""
+    w = numpy_helper.from_array(np.ones((2, 2, 1, 1), np.int8), "w")
+    ws = numpy_helper.from_array(np.full(2, 0.1, np.float32), "ws")
+    wz = numpy_helper.from_array(np.zeros(2, np.int8), "wz")
+    s = numpy_helper.from_array(np.array(0.05, np.float32), "s")
+    z = numpy_helper.from_array(np.array(0, np.int8), "z")
+    nodes = [helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("QuantizeLinear", ["r", "s", "z"], ["rq"]),
+             helper.make_node("DequantizeLinear", ["rq", "s", "z"], ["rd"]),
+             helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], axis=0),
+             helper.make_node("Conv", ["rd", "wd"], ["c"], name="conv"),
+             helper.make_node("Add", ["c", "rd" if quantize_skip else "r"], ["y"], name="add")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 4, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w, ws, wz, s, z])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_residual_add_without_quantized_skip_input_is_advice_with_the_reason():
+    rep = check_qdq(_residual_graph(quantize_skip=False))
+    assert rep.ok and rep.residual_adds == 1 and rep.residual_adds_quantized == 0
+    assert len(rep.advice) == 1 and "skip-branch input comes from DequantizeLinear" in rep.advice[0]
+    assert "see the advice above" in rep.summary()
+    good = check_qdq(_residual_graph(quantize_skip=True))
+    assert good.ok and not good.advice and good.residual_adds_quantized == 1
+
+
+def test_residual_advice_on_the_course_resnet_export(tmp_path):
+    from helpers.models.cnn import ResNetSmall
+
+    torch.manual_seed(0)
+    m, x = ResNetSmall(1, 10, 1).eval(), torch.randn(8, 1, 40)
+    rep = check_qdq(export_qdq(fake_quant_copy(m, [x]), x[:1], tmp_path / "r.onnx"))
+    assert rep.ok and rep.residual_adds >= 3 and len(rep.advice) == rep.residual_adds - rep.residual_adds_quantized
+
+
+def test_a_graph_without_compute_layers_is_not_ok(tmp_path):
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    rep = check_qdq(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
+    assert not rep.ok and "nothing INT8 could run" in rep.problems[0] and "OK" not in rep.summary()
+
+
+@pytest.mark.parametrize("content, problem", [(b"", r"is empty \(0 bytes\)"), (b"not onnx at all", "ONNX"),
+                                              (None, "is a folder")])
+def test_validator_refuses_files_that_are_not_whole_onnx_models(tmp_path, exported, content, problem):
+    p = tmp_path / "m.onnx"
+    p.mkdir() if content is None else p.write_bytes(content)
+    with pytest.raises(InputError, match=problem):
+        check_qdq(p)
+    cut = tmp_path / "cut.onnx"
+    data = exported["qdq"].read_bytes()
+    cut.write_bytes(data[: len(data) * 2 // 3])
+    with pytest.raises(InputError, match="Export it again"):
+        check_qdq(cut)

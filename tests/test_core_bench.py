@@ -69,3 +69,17 @@ def test_record_writes_jsonl_and_round_trips(tmp_path, monkeypatch):
 def test_record_rejects_empty_name():
     with pytest.raises(InputError):
         bench.record("", 1.0, "x")
+
+
+def test_records_files_stay_valid_json(tmp_path, monkeypatch):
+    out = tmp_path / "r.jsonl"
+    monkeypatch.setenv(bench.RESULTS_VAR, str(out))
+    with pytest.raises(InputError, match="not a finite number"):
+        bench.record("test.nan", float("nan"), "x")
+    assert not out.exists()
+    bench.record("test.ok", 2.0, "x", spread=float("nan"))  # a NaN among the extras is stored as null
+    line = json.loads(out.read_text(), parse_constant=lambda c: pytest.fail(f"{c} written into JSON"))
+    assert line["value"] == 2.0 and line["extra"] == {"spread": None}
+    out.write_text(out.read_text() + '{"name": "cut')
+    with pytest.raises(InputError, match="line 2 is not valid JSON"):
+        bench.load_records(out)

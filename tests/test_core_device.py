@@ -91,3 +91,29 @@ def test_scratch_dir_is_removed_when_the_process_exits(tmp_path):
                          env={**__import__("os").environ, "TMPDIR": str(tmp_path)}).stdout.strip()
     assert out.startswith(str(tmp_path)) and not __import__("pathlib").Path(out).exists()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_remove_scratch_now_and_stale_folders_of_killed_kernels(tmp_path, monkeypatch):
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    from helpers import session
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    mine = session.scratch_dir("ch09")
+    assert mine.name.startswith(f"course-ch09-{os.getpid()}-")
+    session.remove_scratch()
+    assert not mine.exists()
+    # a kernel killed with SIGKILL (as nbval stops kernels) never runs its exit handlers
+    code = "import helpers.session as s, os, signal; s.scratch_dir('ch11'); os.kill(os.getpid(), signal.SIGKILL)"
+    subprocess.run([sys.executable, "-c", code], env={**os.environ, "TMPDIR": str(tmp_path)})
+    left = list(tmp_path.iterdir())
+    assert len(left) == 1 and left[0].name.startswith("course-ch11-")
+    unrelated = tmp_path / "someone-elses-folder"
+    unrelated.mkdir()
+    alive = session.scratch_dir("lab08")  # this process is alive: its folder stays
+    assert session.remove_stale_scratch() == left
+    assert sorted(tmp_path.iterdir()) == sorted([unrelated, alive])
+    session.remove_scratch()

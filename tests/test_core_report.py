@@ -6,7 +6,7 @@ from pathlib import Path
 
 from helpers import bench
 
-from helpers.tools import report
+from helpers.tools import report, report_names
 
 
 def _write(path: Path, names: list[str]) -> Path:
@@ -103,7 +103,7 @@ def test_shown_name_check_catches_a_name_nobody_stored(tmp_path, monkeypatch):
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
         'reference.show(["ch09.bert.no_such_measurement", "gemm.int8_over_bf16"])\n'
         'plots.sweep(x, y, name="ch09.figure_name_is_not_a_measurement")')])
-    monkeypatch.setattr(report, "ROOT", tmp_path)
+    monkeypatch.setattr(report_names, "ROOT", tmp_path)
     path = tmp_path / "zz_probe.ipynb"
     nbformat.write(nb, path)
     problems = report.check_shown_names([path])

@@ -6,7 +6,9 @@
     python -m helpers.deploy bench  MODEL.onnx [--backend ort|tensorrt] [--batch 1,32] [--input-name NAME]
 
 MODEL for export: resnet18, resnet50, a name known to helpers.models.train.trained_model
-(e.g. trained:cnn_mnist1d), or a file saved with torch.save(model).
+(e.g. trained:resnet_small), or a file saved with torch.save(model).
+Bad input (a missing, empty, cut-off or non-ONNX file, a folder, a wrong shape) is one line on stderr
+and exit status 2; add --debug for the Python traceback.
 
 Serves: core — chapter 9 and lab08 (`python -m helpers.deploy`).
 """
@@ -14,12 +16,18 @@ Serves: core — chapter 9 and lab08 (`python -m helpers.deploy`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
-from helpers.errors import InputError, MissingPackageError, WorkbookError
+from helpers import cli
+from helpers.errors import InputError
+from helpers.validation import require_finite
+
+PROG = "python -m helpers.deploy"
 
 
 def _shape(text: str) -> tuple[int, ...]:
@@ -53,29 +61,71 @@ def load_model(spec: str):
 
         return trained_model(spec.split(":", 1)[1], progress=False)
     path = Path(spec)
+    save = "Save the whole model with torch.save(model, path), or pass resnet18, resnet50 or trained:NAME."
+    if path.is_dir():
+        raise InputError(f"{path} is a folder, not a model file. {save}")
     if not path.is_file():
         raise InputError(
             f"no model file {path} (and it is not resnet18, resnet50 or trained:NAME). "
             "Save one with torch.save(model, path), or check the spelling."
         )
-    return torch.load(path, weights_only=False, map_location="cpu")
+    if path.stat().st_size == 0:
+        raise InputError(f"{path} is empty (0 bytes). {save}")
+    try:
+        obj = torch.load(path, weights_only=False, map_location="cpu")
+    except Exception as exc:  # noqa: BLE001 - pickle and zip raise many kinds for a file that is not a model
+        raise InputError(f"{path} is not a file saved by torch.save ({type(exc).__name__}: {str(exc)[:100]}); "
+                         f"it is cut off or another kind of file. {save}") from None
+    if not isinstance(obj, torch.nn.Module):
+        what = "a state_dict (weights without the model)" if isinstance(obj, dict) else f"a {type(obj).__name__}"
+        raise InputError(f"{path} holds {what}, not a model. {save}")
+    return obj
 
 
 def _calib(shape: tuple[int, ...], npy: str | None, n: int = 4, batch: int = 8) -> list[np.ndarray]:
     """Calibration batches: from a .npy file of samples, else random normal (printed as such)."""
     if npy:
         p = Path(npy)
+        fix = f"Save an array of samples, shape (n, {', '.join(map(str, shape))}), with np.save."
         if not p.is_file():
-            raise InputError(f"calibration file {p} does not exist.")
-        data = np.load(p).astype(np.float32)
-        if tuple(data.shape[1:]) != shape:
-            raise InputError(
-                f"calibration samples have shape {data.shape[1:]}, the model needs {shape}."
-            )
+            raise InputError(f"calibration file {p} does not exist or is a folder. {fix}")
+        try:
+            data = np.asarray(np.load(p, allow_pickle=False), dtype=np.float32)
+        except Exception as exc:  # noqa: BLE001 - a cut-off or non-.npy file
+            raise InputError(f"{p} is not a readable .npy array ({type(exc).__name__}). {fix}") from None
+        if data.ndim < 1 or tuple(data.shape[1:]) != shape or len(data) == 0:
+            raise InputError(f"calibration samples have shape {data.shape}, the model needs (n >= 1, "
+                             f"{', '.join(map(str, shape))}). {fix}")
+        require_finite(data, f"calibration samples in {p}")
         return [data[i : i + batch] for i in range(0, len(data), batch)]
     print("note: calibrating on random normal inputs (pass --calib samples.npy for real ones)")
     rng = np.random.default_rng(0)
     return [rng.standard_normal((batch, *shape), dtype=np.float32) for _ in range(n)]
+
+
+@contextlib.contextmanager
+def _onnxruntime_errors(path: str) -> Iterator[None]:
+    """Turn ONNX Runtime's own exceptions (a graph it cannot load or run) into one InputError line."""
+    try:
+        yield
+    except Exception as exc:
+        if not type(exc).__module__.startswith("onnxruntime"):
+            raise
+        raise InputError(f"ONNX Runtime cannot load or run {path} ({type(exc).__name__}: {str(exc)[:160]}). "
+                         f"Check it with `{PROG} check {path}`, or export it again.") from None
+
+
+def _onnx_out(out: str, *inputs: str) -> Path:
+    """An output path: a .onnx file name, not a folder, and not one of the command's own inputs."""
+    p = Path(out)
+    if p.suffix != ".onnx":
+        raise InputError(f"the output {out!r} does not end in .onnx (are MODEL and OUT swapped?). Name it OUT.onnx.")
+    if p.is_dir():
+        raise InputError(f"the output {out} is a folder. Pass a file name such as {p / 'model.onnx'}.")
+    if any(Path(i).exists() and p.exists() and p.samefile(i) for i in inputs):
+        raise InputError(f"the output {out} is also an input of this command; it would be overwritten. "
+                         "Pass another output name.")
+    return p
 
 
 def cmd_export(a: argparse.Namespace) -> int:
@@ -85,6 +135,7 @@ def cmd_export(a: argparse.Namespace) -> int:
     from helpers.deploy.export import export_onnx, export_qdq, op_counts
     from helpers.deploy.qdq_model import fake_quant_copy
 
+    _onnx_out(a.out, a.model)
     model = load_model(a.model).eval()
     example = torch.zeros(1, *a.shape)
     try:
@@ -112,35 +163,43 @@ def cmd_check(a: argparse.Namespace) -> int:
     if a.rows:
         print(to_text(rep.rows))
     print(rep.summary())
+    from helpers.deploy.tensorrt_backend import parser_report
+
+    said = parser_report(a.onnx)  # None where no TensorRT-family module is importable
+    if said is not None:
+        print("\n".join(said))
     return 0 if rep.ok else 1
 
 
 def cmd_build(a: argparse.Namespace) -> int:
     """ORT: quantize_static INT8 model; TensorRT: a serialized engine."""
+    from helpers.deploy.export import load_onnx
+
     src = Path(a.onnx)
-    if not src.is_file():
-        raise InputError(
-            f"{src} does not exist. Export it first: python -m helpers.deploy export ..."
-        )
+    model = load_onnx(src)
+    if a.out is not None and a.backend == "ort":
+        _onnx_out(a.out, a.onnx)
+    elif a.out is not None and Path(a.out).is_dir():
+        raise InputError(f"the output {a.out} is a folder. Pass a file name for the engine.")
     if a.backend == "tensorrt":
+        from helpers.deploy import trt_family
         from helpers.deploy.tensorrt_backend import build_engine, load_tensorrt
 
         load_tensorrt()
+        print(trt_family.describe())
         out = build_engine(
             src, a.out or src.with_suffix(".engine"), timing_cache=src.with_suffix(".timing")
         )
     else:
-        import onnx
-
         from helpers.deploy.ort_backend import quantize_static_qdq
 
-        dims = (
-            onnx.load(str(src), load_external_data=False).graph.input[0].type.tensor_type.shape.dim
-        )
-        shape = tuple(d.dim_value for d in dims[1:])
-        out = quantize_static_qdq(
-            src, a.out or src.with_name(src.stem + "_int8.onnx"), _calib(shape, a.calib)
-        )
+        shape = tuple(d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim[1:])
+        if not a.calib and (not shape or min(shape) < 1):
+            raise InputError(f"{src}'s input has no fixed sample shape ({shape}); pass --calib samples.npy.")
+        with _onnxruntime_errors(a.onnx):
+            out = quantize_static_qdq(
+                src, a.out or src.with_name(src.stem + "_int8.onnx"), _calib(shape, a.calib)
+            )
     print(f"wrote {out}")
     return 0
 
@@ -152,14 +211,24 @@ def cmd_bench(a: argparse.Namespace) -> int:
     if a.backend == "tensorrt":
         from helpers.deploy.tensorrt_backend import TensorRTBackend, load_tensorrt
 
+        src = Path(a.onnx)
+        if src.is_dir() or (src.is_file() and src.stat().st_size == 0):
+            raise InputError(f"{src} is a folder or an empty file, not an engine. Build one: {PROG} build ...")
+
+        from helpers.deploy import trt_family
+
         load_tensorrt()
+        print(trt_family.describe())
         be = TensorRTBackend(a.onnx)
     else:
+        from helpers.deploy.export import load_onnx
         from helpers.deploy.ort_backend import OrtBackend
 
-        be = OrtBackend(
-            a.onnx, precision="int8" if "int8" in Path(a.onnx).name else "fp32", threads=a.threads
-        )
+        load_onnx(a.onnx)
+        with _onnxruntime_errors(a.onnx):
+            be = OrtBackend(
+                a.onnx, precision="int8" if "int8" in Path(a.onnx).name else "fp32", threads=a.threads
+            )
         if a.input_name and a.input_name != be.input_name:
             raise InputError(
                 f"the model has no input named {a.input_name!r}; its input is {be.input_name!r}."
@@ -167,16 +236,17 @@ def cmd_bench(a: argparse.Namespace) -> int:
     sample = a.shape or tuple(d if d else 1 for d in be.sample_shape)
     rng = np.random.default_rng(0)
     make = lambda b: rng.standard_normal((b, *sample), dtype=np.float32)  # noqa: E731
-    be.run(make(1))  # a wrong --shape fails here, with the model's expected shape in the message
-    rows = [lat.row() for lat in be.benchmark(make, a.batch, repeats=a.repeats)]
+    with _onnxruntime_errors(a.onnx):
+        be.run(make(1))  # a wrong --shape fails here, with the model's expected shape in the message
+        rows = [lat.row() for lat in be.benchmark(make, a.batch, repeats=a.repeats)]
     print(to_text(rows))
     return 0
 
 
 def parser() -> argparse.ArgumentParser:
     """The command-line parser."""
-    p = argparse.ArgumentParser(
-        prog="python -m helpers.deploy",
+    p = cli.Parser(
+        prog=PROG,
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -206,23 +276,15 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--batch", type=_batches, default=[1, 32])
     r.add_argument("--shape", type=_shape, help="one sample's shape (default: the model's)")
     r.add_argument("--input-name", help="the model input to feed (checked against the model)")
-    r.add_argument("--repeats", type=int, default=10)
-    r.add_argument("--threads", type=int)
+    r.add_argument("--repeats", type=cli.positive_int, default=10)
+    r.add_argument("--threads", type=cli.positive_int)
     r.set_defaults(fn=cmd_bench)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one command; course errors become a one-line message and exit status 2."""
-    args = parser().parse_args(argv)
-    try:
-        return args.fn(args)
-    except MissingPackageError as exc:
-        print(f"error: backend not available: {exc}", file=sys.stderr)
-        return 2
-    except WorkbookError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    """Run one command; bad input is one line on stderr and exit status 2 (--debug: the traceback too)."""
+    return cli.run(lambda args: (ns := parser().parse_args(args)).fn(ns), argv)
 
 
 if __name__ == "__main__":

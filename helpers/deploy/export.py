@@ -94,11 +94,44 @@ def _unshare_initializers(path: Path) -> None:
         onnx.save(model, str(path))
 
 
-def op_counts(path: str | os.PathLike) -> Counter:
-    """How many nodes of each op type an ONNX file holds."""
+def _undefined_inputs(graph) -> list[str]:
+    """Tensors a node reads that no graph input, initializer or earlier node provides (a cut-off file)."""
+    known = {i.name for i in graph.input} | {i.name for i in graph.initializer} | {""}
+    known.update(o for n in graph.node for o in n.output)
+    return [i for n in graph.node for i in n.input if i not in known]
+
+
+def load_onnx(path: str | os.PathLike):
+    """Read an ONNX file; InputError naming the problem when it is missing, a folder, empty, cut off or not ONNX."""
     import onnx
 
-    return Counter(n.op_type for n in onnx.load(str(path)).graph.node)
+    p = Path(path)
+    again = "Export it again: python -m helpers.deploy export MODEL OUT.onnx --shape ..."
+    if p.is_dir():
+        raise InputError(f"{p} is a folder, not an ONNX file. Pass the .onnx file itself.")
+    if not p.is_file():
+        raise InputError(f"{p} does not exist. {again}")
+    if p.stat().st_size == 0:
+        raise InputError(f"{p} is empty (0 bytes): the export did not finish. {again}")
+    try:
+        model = onnx.load(str(p))
+    except Exception as exc:  # noqa: BLE001 - protobuf raises several kinds for a file that is not ONNX
+        raise InputError(f"{p} is not a readable ONNX model ({type(exc).__name__}: {str(exc)[:120]}); "
+                         f"it is cut off or another kind of file. {again}") from None
+    g = model.graph
+    if not g.node or not g.input or not g.output:
+        raise InputError(f"{p} holds no ONNX graph (nodes {len(g.node)}, inputs {len(g.input)}, outputs "
+                         f"{len(g.output)}): it is cut off or not an ONNX model. {again}")
+    missing = _undefined_inputs(g)
+    if missing:
+        raise InputError(f"{p} is incomplete: {len(missing)} tensor(s) are read but never defined (e.g. "
+                         f"{missing[0]!r}); the file is cut off or was edited by hand. {again}")
+    return model
+
+
+def op_counts(path: str | os.PathLike) -> Counter:
+    """How many nodes of each op type an ONNX file holds."""
+    return Counter(n.op_type for n in load_onnx(path).graph.node)
 
 
 def require_qdq(path: str | os.PathLike) -> Counter:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import inspect
 import io
-import os
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -25,10 +24,9 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from helpers.errors import InputError
+from helpers.session import CACHE_VAR, DEFAULT_CACHE, cache_dir  # noqa: F401  (re-exported)
 from helpers.validation import require_choice
 
-CACHE_VAR = "WORKBOOK_CACHE"
-DEFAULT_CACHE = Path("~/.cache/gpu-int8-course")
 CODE_VERSION = 1  # bump to retrain every cached model
 
 
@@ -68,13 +66,6 @@ CONFIGS: dict[str, TrainConfig] = {
     "encoder_small": TrainConfig("encoder_small", epochs=20, lr=2e-3, weight_decay=1e-2),
 }
 MODEL_NAMES = tuple(CONFIGS)
-
-
-def cache_dir() -> Path:
-    """The checkpoint folder: $WORKBOOK_CACHE, else ~/.cache/gpu-int8-course (created on demand)."""
-    path = Path(os.environ.get(CACHE_VAR) or DEFAULT_CACHE).expanduser()
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 def build_model(name: str, input_shape: tuple[int, ...], num_classes: int, seed: int = 0) -> nn.Module:
@@ -203,17 +194,19 @@ def _config(name: str, dataset: str | None) -> TrainConfig:
     return cfg
 
 
-def _load_cached(path: Path, model: nn.Module) -> bool:
-    """Load verified weights into model; False when the file is missing, unreadable or corrupt."""
+def _load_cached(path: Path, model: nn.Module, name: str = "") -> bool:
+    """Load verified weights into model; False when the file is missing, unreadable or corrupt (said in one line)."""
     if not path.exists():
         return False
     try:
         blob = torch.load(path, map_location="cpu", weights_only=True)
         state = blob["state_dict"]
         if weights_hash(state) != blob["weights_hash"]:
+            print(f"cached model {name or path.stem} failed its hash check ({path.name}): retraining.")
             return False
         model.load_state_dict(state)
-    except Exception:  # noqa: BLE001 - any unreadable checkpoint is simply retrained
+    except Exception as exc:  # noqa: BLE001 - any unreadable checkpoint is simply retrained
+        print(f"cached model {name or path.stem} could not be read ({type(exc).__name__}, {path.name}): retraining.")
         return False
     return True
 
@@ -227,7 +220,7 @@ def trained_model(name: str, *, dataset: str | None = None, progress: bool = Tru
     data = load_dataset(cfg.dataset)
     model = build_model(name, data.input_shape, data.num_classes, cfg.seed)
     path = checkpoint_path(name, cfg.dataset)
-    if not retrain and _load_cached(path, model):
+    if not retrain and _load_cached(path, model, name):
         return model.eval()
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny layers gain little from threads, and spinning threads hurt on busy machines

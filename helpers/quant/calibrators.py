@@ -46,6 +46,13 @@ class Histogram:
     max_seen: float = 0.0
     batches: int = field(default=0)
 
+    def __post_init__(self) -> None:
+        """num_bins is a whole number >= 1; given counts and edges must fit each other."""
+        require_int_range(self.num_bins, 1, 1 << 24, "num_bins")
+        if self.counts.size and len(self.edges) != len(self.counts) + 1:
+            raise InputError(f"a histogram with {len(self.counts)} counts needs {len(self.counts) + 1} edges, got "
+                             f"{len(self.edges)}. Pass (counts, edges) as np.histogram returns them.")
+
     def collect(self, x: Any) -> "Histogram":
         """Add one batch; the first batch fixes the bin width, later ones add bins if they go further."""
         a = _abs_numpy(x)
@@ -111,13 +118,24 @@ def _fake_quant_abs(v: np.ndarray, amax: np.ndarray, num_bits: int, unsigned: bo
     return np.minimum(np.rint(v[None, :] * scale), qmax) / scale
 
 
+def _check_candidates(hist: Histogram, start_bin: int, stride: int, first: int, method: str) -> None:
+    """A search needs start_bin >= 1, stride >= 1, and bins from `first` on to have any candidate at all."""
+    hist._require_data()
+    require_int_range(start_bin, 1, 1 << 24, "start_bin")
+    require_int_range(stride, 1, 1 << 24, "stride")
+    if len(hist.counts) < first:
+        raise InputError(f"{method} calibration evaluates candidates from bin {start_bin} on, but the histogram has "
+                         f"only {len(hist.counts)} bins, so there would be no candidate. Use more bins "
+                         f"(num_bins=2048, the default) or a smaller start_bin.")
+
+
 def mse_curve(hist: Histogram, num_bits: int = 8, unsigned: bool = False, start_bin: int = 128,
               stride: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """(candidate amax, histogram-weighted MSE) with candidates at bin centres from start_bin on."""
-    hist._require_data()
+    _check_candidates(hist, start_bin, stride, start_bin + 1, "MSE")
     require_int_range(num_bits, 2, 16, "num_bits")
     centers = (hist.edges[1:] + hist.edges[:-1]) / 2
-    idx = np.arange(min(start_bin, len(centers) - 1), len(centers), stride)
+    idx = np.arange(start_bin, len(centers), stride)
     cand = centers[idx]
     errs = np.empty(len(cand))
     for lo in range(0, len(cand), 256):  # chunks keep memory small
@@ -170,7 +188,7 @@ def entropy_curve(hist: Histogram, num_bits: int = 8, unsigned: bool = False, st
     over its non-empty bins. Bin 0 is replaced by bin 1 first (zeros from ReLU would dominate).
     A candidate whose bins[:i] are all empty has no Q at all: its divergence is NaN.
     """
-    hist._require_data()
+    _check_candidates(hist, start_bin, stride, start_bin, "entropy")
     require_int_range(num_bits, 2, 16, "num_bits")
     bins = hist.counts.astype(np.float64).copy()
     if len(bins) > 1:

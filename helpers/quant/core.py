@@ -160,6 +160,25 @@ def _check_scale(scale: Any) -> None:
                          "scale_zero_point(amin, amax) (it maps a zero range to scale 1).")
 
 
+def check_zero_point(zero_point: Any, qmin: int, qmax: int) -> None:
+    """Zero points must be finite whole numbers on the integer grid qmin..qmax (a code of the grid)."""
+    z = zero_point.detach().cpu().numpy() if is_torch(zero_point) else np.asarray(zero_point)
+    if z.dtype == bool or not np.issubdtype(z.dtype, np.number) or z.size == 0:
+        raise InputError(f"zero_point must be a whole number or an array of them, got {zero_point!r}. "
+                         "Use the zero point that scale_zero_point() returns.")
+    zf = z.astype(np.float64)
+    bad = zf[~np.isfinite(zf) | (zf != np.round(zf))]
+    if bad.size:
+        raise InputError(f"zero_point must hold whole numbers (a code of the integer grid), "
+                         f"got {float(bad.flat[0])!r}. "
+                         "Use the integer from scale_zero_point(), or round it first.")
+    out = zf[(zf < qmin) | (zf > qmax)]
+    if out.size:
+        raise InputError(f"zero_point {int(out.flat[0])} is outside the integer grid {qmin}..{qmax}, so every value "
+                         "would saturate. Compute it with scale_zero_point() for the same bits and signed "
+                         "(an unsigned zero point such as 128 needs signed=False).")
+
+
 def quantize(
     x: Array,
     scale: Any,
@@ -177,6 +196,7 @@ def quantize(
     qmin, qmax = quant_range(bits, signed, narrow)
     require_choice(rounding, ROUNDINGS, "rounding")
     _check_scale(scale)
+    check_zero_point(zero_point, qmin, qmax)
     if axis is not None:
         normalize_axis(axis, len(x.shape))
     wd = _work_dtype(x)
@@ -198,8 +218,11 @@ def dequantize(q: Array, scale: Any, zero_point: Any = 0, *, axis: int | None = 
     require_nonempty(q, "q")
     kind = str(q.dtype).replace("torch.", "")
     if not (kind.startswith("int") or kind.startswith("uint")):
-        raise InputError(f"q must hold integers (the output of quantize), got dtype {kind}.")
+        raise InputError(f"q must hold integers (the output of quantize), got dtype {kind}. "
+                         "Quantize it first with quantize(x, scale, zero_point).")
     _check_scale(scale)
+    info = np.iinfo(np.dtype(kind))
+    check_zero_point(zero_point, int(info.min), int(info.max))
     s = _broadcast(scale, q, axis, group_size)
     z = _broadcast(zero_point, q, axis, group_size)
     if is_torch(q):

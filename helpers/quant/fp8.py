@@ -11,7 +11,7 @@ import numpy as np
 
 from helpers.errors import InputError
 from helpers.quant.core import Array, is_torch
-from helpers.validation import require_choice, require_dtype, require_finite, require_float
+from helpers.validation import require_choice, require_dtype, require_finite, require_float, require_positive
 
 
 @dataclass(frozen=True)
@@ -82,15 +82,13 @@ def fp8_grid(fmt: str = "e4m3") -> np.ndarray:
 
 def fp8_scale(amax: float, fmt: str = "e4m3") -> float:
     """Per-tensor scale that maps amax onto the format's largest value (x_fp8 = x / scale)."""
-    if not np.isfinite(amax) or amax <= 0:
-        raise InputError(f"amax must be a finite positive number, got {amax!r}.")
-    return float(amax) / fp8_format(fmt).max_value
+    return require_positive(amax, "amax") / fp8_format(fmt).max_value
 
 
 def fp8_fake_quantize(x: Array, scale: float = 1.0, fmt: str = "e4m3") -> Array:
     """Scale, round to FP8, scale back: the values an FP8 GEMM sees."""
-    if not np.isfinite(scale) or scale <= 0:
-        raise InputError(f"scale must be a finite positive number, got {scale!r}.")
+    scale = require_positive(scale, "scale")
+    require_float(x)
     return fp8_round(x / scale, fmt) * scale
 
 

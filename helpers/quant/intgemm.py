@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from helpers.errors import InputError, NoGPUError
-from helpers.quant.core import is_torch, quant_range, round_values
+from helpers.quant.core import check_zero_point, is_torch, quant_range, round_values
 from helpers.validation import require_dtype, require_ndim, require_nonempty
 
 MAX_K = 2**31 // (128 * 128)  # beyond this an int32 accumulator can overflow
@@ -109,6 +109,7 @@ def requantize_fixed(acc: Any, m0: Any, shift: Any, zero_point: int = 0, *, bits
     a = _np(acc)
     require_dtype(a, ("int32",), "acc")
     qmin, qmax = quant_range(bits, signed, narrow)
+    check_zero_point(zero_point, qmin, qmax)
     m0v = _per_channel(np.asarray(m0, np.int64), a, axis)
     total = _per_channel(np.asarray(shift, np.int64), a, axis) + 31
     if np.any(total < 1) or np.any(total > 62):
@@ -126,6 +127,7 @@ def requantize_float(acc: Any, multiplier: Any, zero_point: int = 0, *, bits: in
     a = _np(acc)
     require_dtype(a, ("int32",), "acc")
     qmin, qmax = quant_range(bits, signed, narrow)
+    check_zero_point(zero_point, qmin, qmax)
     m = _per_channel(np.asarray(multiplier, np.float64), a, axis)
     out = np.clip(round_values(a.astype(np.float64) * m, rounding) + zero_point, qmin, qmax)
     return out.astype(np.int8 if bits <= 8 and signed else np.int32)

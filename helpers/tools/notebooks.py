@@ -3,15 +3,22 @@
     python -m helpers.tools.notebooks fmt   [PATHS...]   rewrite notebooks in canonical form
     python -m helpers.tools.notebooks check [PATHS...]   exit 1 and list notebooks that are not
 
+Every file is read and checked before any is rewritten: a corrupt notebook stops the command with one
+line naming it, and no file is changed. A path that holds no notebook is an error, not "all canonical".
+
 Serves: tooling — `make fmt` and the canonical-notebook test.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections.abc import Iterable
 from pathlib import Path
+
+from helpers import cli
+from helpers.errors import InputError
 
 FOLDERS = ("notebooks", "labs", "solutions")
 KERNELSPEC = {"display_name": "GPU INT8 course", "language": "python", "name": "gpu-int8-course"}
@@ -47,31 +54,61 @@ def dumps(nb: dict) -> str:
     return json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
 
 
+def read(path: Path) -> tuple[str, str]:
+    """(text on disk, canonical text) of a notebook file; InputError naming the file if it is not one."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"{path} is not a text file, so not a notebook. "
+                         f"Restore it (git checkout -- {path}).") from None
+    try:
+        nb = json.loads(text)
+        if not isinstance(nb, dict) or not isinstance(nb.get("cells", []), list):
+            raise TypeError("not a notebook object")
+        return text, dumps(canonical(nb))
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise InputError(f"{path} is not a readable notebook ({type(exc).__name__}: {exc}); no file was "
+                         f"changed. Restore it (git checkout -- {path}) or repair its JSON.") from None
+
+
 def is_canonical(path: Path) -> bool:
     """True when the file on disk equals its canonical form."""
-    text = path.read_text(encoding="utf-8")
-    return text == dumps(canonical(json.loads(text)))
+    text, new = read(path)
+    return text == new
 
 
 def notebook_paths(paths: Iterable[str | Path] = ()) -> list[Path]:
-    """The notebooks under the given paths (default: the course folders), checkpoints excluded."""
+    """The notebooks under the given paths (default: the course folders), checkpoints excluded.
+
+    A path that does not exist, is not a notebook, or is a folder without notebooks is an InputError.
+    """
     roots = [Path(p) for p in paths] or [Path(f) for f in FOLDERS]
     found: list[Path] = []
     for root in roots:
-        found += [root] if root.suffix == ".ipynb" else sorted(root.rglob("*.ipynb"))
-    return [p for p in found if ".ipynb_checkpoints" not in p.parts]
+        if root.suffix == ".ipynb" and root.is_file():
+            found.append(root)
+        elif root.is_dir():
+            inside = [p for p in sorted(root.rglob("*.ipynb")) if ".ipynb_checkpoints" not in p.parts]
+            if not inside:
+                raise InputError(f"{root} holds no .ipynb notebook. Pass a notebook or a folder of notebooks.")
+            found += inside
+        elif not root.exists():
+            raise InputError(f"{root} does not exist. Pass a notebook or a folder of notebooks.")
+        else:
+            raise InputError(f"{root} is not a notebook (.ipynb) or a folder. Pass a notebook or a folder.")
+    return found
 
 
 def fmt(paths: Iterable[str | Path] = ()) -> list[Path]:
-    """Rewrite notebooks in canonical form; return those that changed."""
-    changed = []
+    """Rewrite notebooks in canonical form; return those that changed (all are read before any is written)."""
+    pending = []
     for p in notebook_paths(paths):
-        text = p.read_text(encoding="utf-8")
-        new = dumps(canonical(json.loads(text)))
+        text, new = read(p)
         if new != text:
-            p.write_text(new, encoding="utf-8")
-            changed.append(p)
-    return changed
+            pending.append((p, new))
+    for p, new in pending:
+        p.write_text(new, encoding="utf-8")
+    return [p for p, _ in pending]
 
 
 def build(path: str | Path, cells: Iterable[tuple[str, str]]) -> Path:
@@ -87,21 +124,27 @@ def build(path: str | Path, cells: Iterable[tuple[str, str]]) -> Path:
     return path
 
 
-def main(argv: list[str]) -> int:
-    """Command line: fmt or check."""
-    if not argv or argv[0] not in ("fmt", "check"):
-        print(__doc__)
-        return 2
-    paths = argv[1:]
-    if argv[0] == "fmt":
-        for p in fmt(paths):
+def _command(argv: list[str]) -> int:
+    """fmt or check."""
+    ap = cli.Parser(prog="python -m helpers.tools.notebooks", description=__doc__,
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("verb", choices=("fmt", "check"))
+    ap.add_argument("paths", nargs="*", help="notebooks or folders (default: notebooks, labs, solutions)")
+    a = ap.parse_args(argv)
+    if a.verb == "fmt":
+        for p in fmt(a.paths):
             print(f"formatted {p}")
         return 0
-    bad = [p for p in notebook_paths(paths) if not is_canonical(p)]
+    bad = [p for p in notebook_paths(a.paths) if not is_canonical(p)]
     for p in bad:
         print(f"not canonical (outputs, counts or key order): {p}. Fix: python -m helpers.tools.notebooks fmt {p}")
     return 1 if bad else 0
 
 
+def main(argv: list[str] | None = None) -> int:
+    """Command line: fmt or check; bad input is one line on stderr and exit status 2."""
+    return cli.run(_command, argv)
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

@@ -1,10 +1,13 @@
 """The reference run: execute every notebook, collect what they recorded, summarise against the targets.
 
-    python -m helpers.tools.report --out DIR [--only PATTERN] [--store reference/h200]
+    python -m helpers.tools.report [run] --out DIR [--only PATTERN] [--timeout S] [--store reference/h200]
     python -m helpers.tools.report check-names RECORDS.jsonl     (used by `make test`)
     python -m helpers.tools.report store-cpu RECORDS.jsonl SUITE.json   (`make cpu-reference`)
+    python -m helpers.tools.report check-tmp DIR [--allow GLOB]  (nothing left in a private TMPDIR)
 
 Writes DIR/results.json, DIR/summary.md, DIR/figures/*.png, DIR/executed/*.ipynb and DIR.tar.gz.
+DIR must be new, empty, or an earlier output of this command: a folder holding anything else is refused.
+Bad input is one line on stderr and exit status 2 (add --debug for the traceback).
 
 Serves: tooling — `make gpu-report` (the reference run) and `make test` (name check).
 """
@@ -12,10 +15,8 @@ Serves: tooling — `make gpu-report` (the reference run) and `make test` (name 
 from __future__ import annotations
 
 import argparse
-import fnmatch
 import json
 import os
-import re
 import shutil
 import sys
 import tarfile
@@ -24,12 +25,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from helpers import bench
+from helpers import bench, cli
+from helpers.errors import InputError
 from helpers.reference import REFERENCE_DIR, ROOT, TARGETS, TARGETS_BY_NAME
+from helpers.tools.tmp_check import KNOWN_TMP_FILES, check_tmp, tmp_leftovers  # noqa: F401 - re-exported
+from helpers.tools.report_names import (  # noqa: F401 - re-exported: report.check_names etc.
+    FOLDERS,
+    check_names,
+    check_shown_names,
+    course_notebooks,
+    shown_names,
+)
 
-FOLDERS = ("notebooks", "solutions")
 KEY_FIGURES_MAX = 40
 CPU_FILE_PREFIXES = ("ort_cpu.", "suite.cpu_", "suite.fresh_clone")  # headline names stored in reference/cpu (MEASUREMENTS.md)
+PROG = "python -m helpers.tools.report"
+OUTPUTS = ("records.jsonl", "results.json", "summary.md", "runs.json", "figures", "executed")  # what a run writes
 
 
 @dataclass
@@ -42,12 +53,40 @@ class NotebookRun:
     error: str = ""
 
 
-def course_notebooks(pattern: str | None = None) -> list[Path]:
-    """Notebooks in course order (notebooks/ then solutions/), optionally filtered by a glob."""
-    found = [p for f in FOLDERS for p in sorted((ROOT / f).glob("*.ipynb"))]
-    if pattern:
-        found = [p for p in found if fnmatch.fnmatch(p.name, pattern)]
+def notebooks_to_run(pattern: str | None) -> list[Path]:
+    """The notebooks a run will execute; a pattern that matches none is an error, not an empty run."""
+    if pattern is not None and not pattern.strip():
+        raise InputError("--only '' is empty; it would not select anything. Pass a glob such as '03_*', "
+                         "or leave --only out to run every notebook.")
+    found = course_notebooks(pattern)
+    if not found:
+        names = ", ".join(p.stem for p in course_notebooks()[:3])
+        raise InputError(f"--only {pattern!r} matches no notebook in {' or '.join(f + '/' for f in FOLDERS)} "
+                         f"(file names such as {names}). Fix the pattern, e.g. --only '03_*'.")
     return found
+
+
+def tar_path(out: Path) -> Path:
+    """Where the tarball of a run's output folder goes: beside it, named after it."""
+    return out.parent / f"{out.name}.tar.gz"
+
+
+def check_destinations(out: Path, store: Path | None = None) -> None:
+    """Refuse, before anything runs, an output folder, tarball or store folder this command did not write."""
+    if out.exists():
+        foreign = cli.foreign_entries(out, OUTPUTS)
+        if foreign:
+            raise InputError(f"--out {out} already exists and holds files this command did not write "
+                             f"({', '.join(foreign[:5])}); nothing was changed. Pass a new or empty folder.")
+    elif tar_path(out).exists():
+        raise InputError(f"{tar_path(out)} exists but {out} does not, so it is not this command's output; "
+                         "nothing was changed. Move it away or pass another --out.")
+    if store is not None and store.exists():
+        if not store.is_dir():
+            raise InputError(f"--store {store} is a file. Pass a reference folder such as reference/h200.")
+        if any(store.iterdir()) and not (store / "results.json").is_file():
+            raise InputError(f"--store {store} is not a reference folder (it has no results.json); nothing "
+                             "was changed. Pass reference/h200, or a new folder.")
 
 
 def _kernel_name() -> str:
@@ -130,8 +169,14 @@ def summary_markdown(records: list[bench.Record], runs: list[NotebookRun], minut
     by_name = {r.name: r for r in records}
     device = records[0].device if records else "unknown device"
     date = records[0].date if records else time.strftime("%Y-%m-%d")
+    from helpers.reference import SOFTWARE, pin_differences, software
+
+    sw = software(records=records)
     lines = [f"# Reference run: {device}, {date}", "",
              f"Whole run: {minutes:.1f} min, {sum(r.ok for r in runs)}/{len(runs)} notebooks ran clean.", "",
+             "Software: " + ", ".join(f"{label} {sw[k]}" for k, label in SOFTWARE if k in sw) + ".",
+             "Where it differs from the course's pins: " + ("; ".join(pin_differences(records=records)) or "nowhere")
+             + ".", "",
              "## Headline measurements", "",
              "| measurement | value | target | met | meaning |", "|---|---|---|---|---|"]
     for t in TARGETS:
@@ -166,11 +211,16 @@ def latest_by_name(records: list[bench.Record]) -> list[bench.Record]:
 
 
 def run(out: Path, pattern: str | None, timeout: int) -> tuple[list[bench.Record], list[NotebookRun]]:
-    """Execute the notebooks and write results.json, summary.md, figures and the tar."""
+    """Execute the notebooks and write results.json, summary.md, figures and the tar.
 
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+    Checks first: at least one notebook matches, `timeout` is positive, and `out` is new, empty or an
+    earlier output of this command (only then are that run's files cleared).
+    """
+    if not isinstance(timeout, int) or isinstance(timeout, bool) or timeout < 1:
+        raise InputError(f"timeout must be a whole number of seconds >= 1, got {timeout!r}.")
+    paths = notebooks_to_run(pattern)
+    check_destinations(out)
+    cli.claim_output_dir(out, OUTPUTS, PROG)
     records_file = out / "records.jsonl"
     env = {bench.RESULTS_VAR: str(records_file), "WORKBOOK_FIGURES": str(out / "figures"),
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
@@ -178,7 +228,7 @@ def run(out: Path, pattern: str | None, timeout: int) -> tuple[list[bench.Record
     old_env = dict(os.environ)
     os.environ.update(env)  # every kernel inherits the environment of this process
     try:
-        runs = execute_all(course_notebooks(pattern), out, timeout)
+        runs = execute_all(paths, out, timeout)
     finally:
         os.environ.clear()
         os.environ.update(old_env)
@@ -193,7 +243,7 @@ def run(out: Path, pattern: str | None, timeout: int) -> tuple[list[bench.Record
     bench.save_records(records, out / "results.json")
     (out / "summary.md").write_text(summary_markdown(records, runs, minutes), encoding="utf-8")
     (out / "runs.json").write_text(json.dumps([r.__dict__ for r in runs], indent=1), encoding="utf-8")
-    with tarfile.open(out.with_suffix(".tar.gz"), "w:gz") as tar:
+    with tarfile.open(tar_path(out), "w:gz") as tar:
         tar.add(out, arcname=out.name)
     return records, runs
 
@@ -238,86 +288,78 @@ def store(out: Path, dest: Path, partial: bool = False) -> None:
             shutil.copy(f, dest / "figures" / f.name)
 
 
-def check_names(records_file: Path, source: str = "cpu") -> list[str]:
-    """Problems between the names a CPU run recorded and the stored reference of `source`."""
-    from helpers.reference import load
-
-    if not records_file.exists():
-        return [f"no notebook recorded anything: {records_file} was not written (is WORKBOOK_RESULTS absolute?)"]
-    ran = {r.name for r in bench.load_records(records_file)}
-    stored = {r.name for r in load(source)} - {"suite.cpu_test_minutes"}
-    if not stored:
-        return [f"reference/{source}/results.json holds no measurements"]
-    problems = [f"recorded by a notebook but not in reference/{source}: {n}" for n in sorted(ran - stored)]
-    problems += [f"in reference/{source} but no notebook recorded it: {n}" for n in sorted(stored - ran)]
-    return problems
-
-
-NAME_PREFIXES = ("ch0", "ch1", "copy.", "transpose.", "gemm.", "bert_base.", "resnet50.", "ort_cpu.", "ptq.", "qat.",
-                 "suite.")
-_NAME = re.compile(r"""(?<!name=)["']([a-z0-9_]+(?:\.[a-z0-9_]+)+)["']""")  # name=... is a figure's name
-# Recorded only when it exists: the batch from which the GPU overtakes the CPU, if it does in the range.
-OPTIONAL_NAMES = frozenset({"ch01.tiny_mlp.crossover_batch"})
-
-
-def shown_names(path: Path) -> set[str]:
-    """Measurement names written out as string literals in a notebook's code (shown, looked up or recorded)."""
-    import nbformat
-
-    nb = nbformat.read(path, as_version=4)
-    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
-    return {n for n in _NAME.findall(code) if n.startswith(NAME_PREFIXES)}
-
-
-def check_shown_names(paths: list[Path] | None = None) -> list[str]:
-    """Names (or name prefixes) a notebook spells out that neither stored reference (H200 or CPU) holds."""
-    from helpers.reference import load
-
-    stored = {r.name for src in ("h200", "cpu") for r in load(src)}
-
-    def held(n: str) -> bool:
-        """A stored name, an optional one, or the prefix of stored names (record_curves adds `_label.x`)."""
-        return n in stored or n in OPTIONAL_NAMES or any(s.startswith((n + ".", n + "_")) for s in stored)
-
-    return [f"{p.relative_to(ROOT)} names {n}, which no stored reference holds"
-            for p in (course_notebooks() if paths is None else paths) for n in sorted(shown_names(p)) if not held(n)]
-
-
 def store_cpu(records_file: Path, suite_file: Path) -> Path:
     """Write reference/cpu/results.json from a `make test` run's records and its suite time."""
+    if not Path(records_file).is_file():
+        raise InputError(f"{records_file} is not a file of records. Run `make test` first (it writes it).")
     records = bench.load_records(records_file)
-    if suite_file.exists():
+    if not records:
+        raise InputError(f"{records_file} holds no records; the stored CPU reference was left as it was. "
+                         "Run `make test` first.")
+    if Path(suite_file).is_file():
         records += bench.load_records(suite_file)
     dest = REFERENCE_DIR / "cpu" / "results.json"
     bench.save_records(latest_by_name(records), dest)
     return dest
 
 
-def main(argv: list[str]) -> int:
-    """Command line."""
-    if argv[:1] == ["store-cpu"]:
-        print(f"wrote {store_cpu(Path(argv[1]), Path(argv[2]))}")
-        return 0
-    if argv[:1] == ["check-names"]:
-        problems = check_names(Path(argv[1]))
-        for p in problems:
-            print(p)
-        if problems:
-            print("Fix: regenerate the CPU reference with `make cpu-reference`, or record the missing names.")
-        return 1 if problems else 0
-    ap = argparse.ArgumentParser(prog="python -m helpers.tools.report", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+def _cmd_check_names(argv: list[str]) -> int:
+    """check-names RECORDS.jsonl."""
+    ap = cli.Parser(prog=f"{PROG} check-names", description="compare a CPU run's names with reference/cpu")
+    ap.add_argument("records", type=Path)
+    records_file = ap.parse_args(argv).records
+    if not records_file.is_file():
+        raise InputError(f"{records_file} is not a records file: no notebook recorded anything. Run the notebooks "
+                         "with WORKBOOK_RESULTS set to an absolute path (`make notebooks` does).")
+    if not bench.load_records(records_file):
+        raise InputError(f"{records_file} holds no records: no notebook recorded anything. Run `make notebooks`.")
+    problems = check_names(records_file)
+    for p in problems:
+        print(p)
+    if problems:
+        print("Fix: regenerate the CPU reference with `make cpu-reference`, or record the missing names.")
+    return 1 if problems else 0
+
+
+def _cmd_store_cpu(argv: list[str]) -> int:
+    """store-cpu RECORDS.jsonl SUITE.json."""
+    ap = cli.Parser(prog=f"{PROG} store-cpu", description="store a `make test` run as reference/cpu")
+    ap.add_argument("records", type=Path)
+    ap.add_argument("suite", type=Path)
+    a = ap.parse_args(argv)
+    print(f"wrote {store_cpu(a.records, a.suite)}")
+    return 0
+
+
+def _cmd_run(argv: list[str]) -> int:
+    """[run] --out DIR --only GLOB --timeout S --store DIR."""
+    ap = cli.Parser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=ROOT / "artifacts" / "report")
     ap.add_argument("--only", help="glob of notebook file names to run, e.g. '03_*'")
-    ap.add_argument("--timeout", type=int, default=600, help="seconds per cell")
+    ap.add_argument("--timeout", type=cli.positive_int, default=600, help="seconds per cell")
     ap.add_argument("--store", type=Path, help="copy results into this reference folder, e.g. reference/h200")
     args = ap.parse_args(argv)
+    store_dir = None if args.store is None else args.store if args.store.is_absolute() else ROOT / args.store
+    notebooks_to_run(args.only)
+    check_destinations(args.out, store_dir)
     records, runs = run(args.out, args.only, args.timeout)
     print((args.out / "summary.md").read_text())
-    if args.store:
-        store(args.out, args.store if args.store.is_absolute() else ROOT / args.store, partial=bool(args.only))
+    if store_dir is not None:
+        store(args.out, store_dir, partial=bool(args.only))
     return 0 if all(r.ok for r in runs) else 1
 
 
+VERBS = {"run": _cmd_run, "check-names": _cmd_check_names, "store-cpu": _cmd_store_cpu, "check-tmp": check_tmp}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: one verb (default `run`); bad input is one line on stderr and exit status 2."""
+    def dispatch(args: list[str]) -> int:
+        verb = args[0] if args and args[0] in VERBS else "run"
+        return VERBS[verb](args[1:] if args and args[0] == verb else args)
+
+    return cli.run(dispatch, argv)
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

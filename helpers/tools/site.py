@@ -5,6 +5,7 @@ reference results (nothing is executed, nothing is downloaded).
 
 Each chapter page is the notebook rendered by nbconvert, followed by the stored reference results
 that notebook recorded (reference/h200 and reference/cpu), labelled with device and date.
+--out must be new, empty or an earlier site: a folder holding anything else is refused, never overwritten.
 
 Serves: tooling — `make site` (the static course site).
 """
@@ -18,10 +19,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from helpers import cli
 from helpers.errors import InputError, require_package
 from helpers.reference import ROOT, SOURCES, TARGETS_BY_NAME, load
 
 SECTIONS = (("notebooks", "Chapters"), ("labs", "Labs"))
+PROG = "python -m helpers.tools.site"
+OUTPUTS = ("index.html", *(folder for folder, _ in SECTIONS))  # what a build writes into --out
 STYLE = ("body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem}"
          "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2rem .5rem}"
          ".missing{color:#777}")
@@ -107,8 +111,9 @@ def build(out: Path, root: Path = ROOT) -> list[Path]:
     """Write the site under `out`; return the written pages (index first)."""
     all_pages = pages(root)
     if not all_pages:
-        raise InputError(f"no notebooks under {root}/notebooks or {root}/labs to build a site from.")
-    out.mkdir(parents=True, exist_ok=True)
+        raise InputError(f"no notebooks under {root}/notebooks or {root}/labs to build a site from. "
+                         "Run it from a checkout of the course.")
+    cli.claim_output_dir(out, OUTPUTS, PROG)
     written = [out / "index.html"]
     written[0].write_text(index_html(all_pages), encoding="utf-8")
     for page in all_pages:
@@ -119,9 +124,9 @@ def build(out: Path, root: Path = ROOT) -> list[Path]:
     return written
 
 
-def main(argv: list[str]) -> int:
-    """Command line: build the site."""
-    parser = argparse.ArgumentParser(prog="python -m helpers.tools.site", description=__doc__)
+def _command(argv: list[str]) -> int:
+    """Build the site."""
+    parser = cli.Parser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=ROOT / "artifacts" / "site")
     args = parser.parse_args(argv)
     written = build(args.out)
@@ -129,5 +134,10 @@ def main(argv: list[str]) -> int:
     return 0
 
 
+def main(argv: list[str] | None = None) -> int:
+    """Command line: build the site; bad input is one line on stderr and exit status 2."""
+    return cli.run(_command, argv)
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

@@ -7,18 +7,42 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 
-from helpers import bench
+from helpers import bench, cli
+from helpers.errors import InputError
+
+PROG = "python -m helpers.tools.suite_time"
 
 
-def main(start_epoch: str, out: str) -> None:
-    """Print and save suite.cpu_test_minutes measured from `start_epoch` to now."""
-    minutes = (time.time() - float(start_epoch)) / 60
+def record_suite_time(start_epoch: float, out: Path) -> float:
+    """Save suite.cpu_test_minutes measured from `start_epoch` (seconds since 1970) to now; return it."""
+    minutes = (time.time() - start_epoch) / 60
+    if not 0 <= minutes < 24 * 60:
+        raise InputError(f"START_EPOCH {start_epoch:.0f} is not the start of this run ({minutes:.0f} minutes "
+                         "ago). Pass $(date +%s) taken just before the suite, as `make test` does.")
+    if out.is_dir():
+        raise InputError(f"{out} is a folder. Pass the JSON file to write, e.g. artifacts/suite_time.json.")
     bench.set_notebook("make test")
-    rec = bench.record("suite.cpu_test_minutes", minutes, "min")
-    bench.save_records([rec], out)
-    print(f"suite.cpu_test_minutes = {minutes:.1f} (target <= 15), written to {out}")
+    bench.save_records([bench.record("suite.cpu_test_minutes", minutes, "min")], out)
+    return minutes
+
+
+def _command(argv: list[str]) -> int:
+    """START_EPOCH OUT.json."""
+    ap = cli.Parser(prog=PROG, description=__doc__)
+    ap.add_argument("start_epoch", type=float, help="seconds since 1970 when the suite started: $(date +%%s)")
+    ap.add_argument("out", type=Path, help="JSON file to write")
+    a = ap.parse_args(argv)
+    minutes = record_suite_time(a.start_epoch, a.out)
+    print(f"suite.cpu_test_minutes = {minutes:.1f} (target <= 15), written to {a.out}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line; bad input is one line on stderr and exit status 2."""
+    return cli.run(_command, argv)
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:3])
+    sys.exit(main())

@@ -1,0 +1,82 @@
+"""Which notebooks the reference run executes, and their measurement names against the stored references.
+
+Serves: tooling — `make gpu-report` (the reference run) and `make test` (name check).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from pathlib import Path
+
+from helpers import bench
+from helpers.reference import ROOT
+
+FOLDERS = ("notebooks", "solutions")
+
+
+def course_notebooks(pattern: str | None = None) -> list[Path]:
+    """Notebooks in course order (notebooks/ then solutions/), optionally filtered by a glob."""
+    found = [p for f in FOLDERS for p in sorted((ROOT / f).glob("*.ipynb"))]
+    if pattern:
+        found = [p for p in found if fnmatch.fnmatch(p.name, pattern)]
+    return found
+
+
+def check_names(records_file: Path, source: str = "cpu") -> list[str]:
+    """Problems between the names a CPU run recorded and the stored reference of `source`."""
+    from helpers.reference import load
+
+    if not records_file.exists():
+        return [f"no notebook recorded anything: {records_file} was not written (is WORKBOOK_RESULTS absolute?)"]
+    ran = {r.name for r in bench.load_records(records_file)}
+    stored = {r.name for r in load(source)} - {"suite.cpu_test_minutes"}
+    if not stored:
+        return [f"reference/{source}/results.json holds no measurements"]
+    problems = [f"recorded by a notebook but not in reference/{source}: {n}" for n in sorted(ran - stored)]
+    problems += [f"in reference/{source} but no notebook recorded it: {n}" for n in sorted(stored - ran)]
+    return problems
+
+
+NAME_PREFIXES = ("ch0", "ch1", "copy.", "transpose.", "gemm.", "bert_base.", "resnet50.", "ort_cpu.", "ptq.", "qat.",
+                 "suite.")
+_NAME = re.compile(r"""(?<!name=)["']([a-z0-9_]+(?:\.[a-z0-9_]+)+)["']""")  # name=... is a figure's name
+# Recorded only when it exists: the batch from which the GPU overtakes the CPU, if it does in the range.
+OPTIONAL_NAMES = frozenset({"ch01.tiny_mlp.crossover_batch"})
+
+
+def shown_names(path: Path) -> set[str]:
+    """Measurement names written out as string literals in a notebook's code (shown, looked up or recorded)."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    return {n for n in _NAME.findall(code) if n.startswith(NAME_PREFIXES)}
+
+
+def claim_ids() -> set[str]:
+    """Ids of the lecture-note claims every chapter registers (they look like measurement names, but are not)."""
+    import importlib
+    import pkgutil
+
+    import helpers.chapters
+    from helpers import claims
+
+    for m in pkgutil.walk_packages(helpers.chapters.__path__, "helpers.chapters."):
+        if m.name.rsplit(".", 1)[-1] in ("notes", "claims"):
+            importlib.import_module(m.name)
+    return {c.id for c in claims.registered()}
+
+
+def check_shown_names(paths: list[Path] | None = None) -> list[str]:
+    """Names (or name prefixes) a notebook spells out that neither stored reference (H200 or CPU) holds."""
+    from helpers.reference import load
+
+    stored = {r.name for src in ("h200", "cpu") for r in load(src)} | claim_ids()
+
+    def held(n: str) -> bool:
+        """A stored name, an optional one, or the prefix of stored names (record_curves adds `_label.x`)."""
+        return n in stored or n in OPTIONAL_NAMES or any(s.startswith((n + ".", n + "_")) for s in stored)
+
+    return [f"{p.relative_to(ROOT)} names {n}, which no stored reference holds"
+            for p in (course_notebooks() if paths is None else paths) for n in sorted(shown_names(p)) if not held(n)]
