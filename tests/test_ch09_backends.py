@@ -144,19 +144,78 @@ def test_deploy_all_and_cpu_comparison_on_small_inputs(tmp_path):
     cpu = ort_cpu_comparison(tmp_path / "cpu", batch=2, size=32, repeats=1)
     assert set(cpu["speedup"]) == set(cpu["timings"]) and cpu["speedup"]["ORT FP32"] == 1.0
     assert slug("fp16 eager + CUDA graph") == "fp16_eager_cuda_graph"
+    from helpers.chapters.ch09_deployment import fusion
+
+    rows = fusion.fusion_rows(d["paths"]["ORT FP32"], d["paths"]["ORT on TensorRT-style Q/DQ"],
+                              [x[:32].numpy()], tmp_path / "all")
+    by = {r["export"]: r for r in rows}
+    assert [r["export"] for r in rows] == list(fusion.DIALECTS)
+    assert by[fusion.DIALECTS[0]]["integer kernels"] > 0  # ORT's own u8 graph runs integer kernels
+    assert by[fusion.DIALECTS[2]]["integer kernels"] == 0  # no Q after a layer: nothing fuses
+    assert "fuses none" in fusion.fusion_sentence(rows)
+
+
+def test_fusion_sentence_and_speed_verdict_follow_the_counts():
+    from helpers.chapters.ch09_deployment import fusion
+
+    def rows(s8_int: int, trt_int: int = 0) -> list[dict]:
+        counts = ((9, 0), (s8_int, 9 - s8_int), (trt_int, 9 - trt_int))
+        return [{"export": e, "integer kernels": i, "float conv/GEMM kernels": f, "Q/DQ nodes left": 0}
+                for e, (i, f) in zip(fusion.DIALECTS, counts)]
+
+    assert "do not fuse at all" in fusion.fusion_sentence(rows(0))
+    assert "fewer layers than with uint8" in fusion.fusion_sentence(rows(3))
+    assert "as completely as uint8" in fusion.fusion_sentence(rows(9))
+    assert "even the TensorRT-style export fuses 2" in fusion.fusion_sentence(rows(9, 2))
+    with pytest.raises(InputError):
+        fusion.fusion_sentence(rows(3)[:2])
+    assert "slower" in fusion.cpu_speed_verdict({"i": 3.4, "t": 0.49})
+    assert "ORT's own INT8 is faster" in fusion.cpu_speed_verdict({"i": 3.4, "t": 1.2})
+
+
+def test_bert_bars_use_short_labels_and_the_fp32_baseline():
+    from helpers.chapters.ch09_deployment import bert_view
+
+    bars = bert_view.bert_bars({"fp32_eager": 100.0, "fp16_compiled": 500.0, "int8_fused_cuda_graphs": 900.0})
+    assert bars == {"FP32 eager": 1.0, "FP16 compiled": 5.0, "INT8 fused graphs": 9.0}
+    assert max(map(len, bars)) <= 17
+    stored = bert_view.stored_bert_throughput()
+    assert not stored or "fp32_eager" in stored
+    with pytest.raises(InputError):
+        bert_view.bert_bars({"fp16 eager": 1.0})
+
+
+def test_chapter9_claims_are_judged_from_the_numbers():
+    from helpers import claims
+    from helpers.chapters.ch09_deployment import notes  # noqa: F401 - registers the claims
+
+    doubles = claims.get("ch09.int8_doubles_speed")
+    assert claims.judge(doubles, {"bert_base.int8_over_fp16": 0.92, "ch09.bert.int8_amdahl_bound_2x": 1.53})[
+        "verdict"] == claims.FAILS
+    assert claims.judge(doubles, {"bert_base.int8_over_fp16": 2.1, "ch09.bert.int8_amdahl_bound_2x": 1.9})[
+        "verdict"] == claims.HOLDS
+    fusion_claim = claims.get("ch09.layer_fusion")
+    assert claims.judge(fusion_claim, {"ch09.bert.seq_per_s.fp16_eager": 5000.0,
+                                       "ch09.bert.seq_per_s.fp16_compiled": 9500.0})["verdict"] == claims.HOLDS
+    assert claims.judge(fusion_claim, {"ch09.bert.seq_per_s.fp16_eager": 5000.0,
+                                       "ch09.bert.seq_per_s.fp16_compiled": 5000.0})["verdict"] == claims.FAILS
+    assert claims.judge(claims.get("ch09.trt_api"), {})["verdict"] == "outdated"
 
 
 def test_what_runs_here_and_tensorrt_guard():
+    from helpers.deploy import trt_family
     from helpers.deploy.base import what_runs_here
     from helpers.deploy.tensorrt_backend import load_tensorrt
     from helpers.errors import MissingPackageError
 
     rows = {r["backend"]: r for r in what_runs_here()}
     assert rows["ONNX Runtime CPU"]["runs here"]
-    trt = rows["TensorRT 10/11"]
-    if not trt["runs here"]:
-        assert "NOT RUN" in trt["note"]
-        with pytest.raises(MissingPackageError, match="tensorrt"):
+    if trt_family.find(trt_family.TENSORRT) is None:
+        assert not rows["TensorRT 10/11"]["runs here"] and "NOT RUN" in rows["TensorRT 10/11"]["note"]
+    if trt_family.find(trt_family.TENSORRT_RTX) is None:
+        assert "pip install tensorrt-rtx" in rows["TensorRT-RTX"]["note"]
+    if trt_family.find() is None:
+        with pytest.raises(MissingPackageError, match="tensorrt-rtx"):
             load_tensorrt()
 
 

@@ -96,6 +96,30 @@ def require_input(x: np.ndarray, sample_shape: Sequence[int | None], name: str) 
         )
 
 
+def _tensorrt_rows(cc: tuple[int, int] | None) -> list[dict]:
+    """The TensorRT 10/11 and TensorRT-RTX rows of what_runs_here (cc: the GPU's compute capability, None without one)."""
+    from helpers.deploy import trt_family
+
+    full, rtx = trt_family.find(trt_family.TENSORRT), trt_family.find(trt_family.TENSORRT_RTX)
+    rtx_runs = bool(rtx and cc and trt_family.runs_on(rtx, cc))
+    if rtx is None:
+        rtx_note = "not installed (pip install tensorrt-rtx: builds engines anywhere, runs them on RTX GPUs)"
+    elif rtx_runs:
+        rtx_note = f"{rtx.label}: builds and runs engines on this GPU"
+    else:
+        where = f"compute capability {cc[0]}.{cc[1]}" if cc else "a machine without a GPU"
+        rtx_note = f"{rtx.label}: builds engines here; its runtime does not run them on {where}"
+    return [
+        {
+            "backend": "TensorRT 10/11",
+            "runs here": bool(full and cc),
+            "note": f"{full.label}" if full else "NOT RUN here: not installable on these machines; "
+            "helpers/deploy/tensorrt_backend.py is type-checked (mypy) and the Q/DQ ONNX it would consume is validated",
+        },
+        {"backend": "TensorRT-RTX", "runs here": rtx_runs, "note": rtx_note},
+    ]
+
+
 def what_runs_here() -> list[dict]:
     """Each backend of this chapter: does it run on this machine, and if not, what was checked instead."""
     from helpers.device import has_gpu
@@ -103,8 +127,6 @@ def what_runs_here() -> list[dict]:
 
     ort = optional_package("onnxruntime")
     providers = ort.get_available_providers() if ort else []
-    trt = optional_package("tensorrt")
-    trt_real = trt is not None and hasattr(trt, "Builder")
     torch = optional_package("torch")
     cuda = bool(torch and torch.cuda.is_available())
     cc = torch.cuda.get_device_capability() if cuda else (0, 0)
@@ -122,14 +144,7 @@ def what_runs_here() -> list[dict]:
             ),
             "note": "needs onnxruntime-gpu (not installed on the course machines)",
         },
-        {
-            "backend": "TensorRT 10/11",
-            "runs here": trt_real,
-            "note": "NOT RUN here: not installable on these machines; helpers/deploy/tensorrt_backend.py is "
-            "type-checked (mypy, tensorrt-stubs 10.13) and the Q/DQ ONNX it would consume is validated"
-            if not trt_real
-            else f"TensorRT {trt.__version__}",
-        },
+        *_tensorrt_rows(cc if cuda else None),
         {
             "backend": "PyTorch INT8 (torch._int_mm)",
             "runs here": bool(torch),
