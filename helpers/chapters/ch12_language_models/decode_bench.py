@@ -1,0 +1,196 @@
+"""Decode tokens/s of a LLaMA-7B-shaped stack at batch 1 (random weights: speed does not depend on training).
+
+Each step runs every layer once for one token: RMSNorm, the q/k/v projection, the new key and value
+written into a KV cache of `context` positions, attention over the cache, the output projection, RMSNorm
+and the SwiGLU feed-forward, then the final norm and the output head. No rotary embedding (one small
+elementwise kernel in a real model). Three paths, each captured as one CUDA graph:
+    fp16 eager   F.linear (cuBLAS) with RMSNorm and SwiGLU as separate PyTorch ops
+    <kind> fused the Triton GEMVs of `helpers.kernels.triton_gemv` with the RMSNorm, SwiGLU and residual
+                 adds fused in, for kind fp16, w8a16 and w4a16 (the RMSNorm gains are folded into the weights)
+The output head stays FP16 in every path, as in most INT4 deployments.
+
+Serves: chapter 12.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from helpers import bench
+from helpers.kernels import triton_gemv as tg
+from helpers.quant import weight_only as wo
+
+EPS = 1e-5
+
+
+@dataclass(frozen=True)
+class StackShape:
+    """LLaMA-7B's dimensions (fewer layers allowed: tokens/s scale with 1 / layers)."""
+
+    d: int = 4096
+    ffn: int = 11008
+    heads: int = 32
+    layers: int = 32
+    vocab: int = 32000
+    context: int = 512
+
+    @property
+    def params_per_layer(self) -> int:
+        """Weights of one decoder layer (q, k, v, o, gate, up, down)."""
+        return 4 * self.d * self.d + 3 * self.d * self.ffn
+
+
+def _prepare(w: torch.Tensor, kind: str) -> tg.GemvWeight:
+    """An FP16 weight as a kernel weight of the given kind."""
+    if kind == "fp16":
+        return tg.prepare_fp16(w)
+    if kind == "w8a16":
+        return tg.prepare_w8(wo.quantize_w8(w))
+    return tg.prepare_w4(wo.quantize_w4(w, 128))
+
+
+def build(shape: StackShape, kinds: tuple[str, ...] = ("fp16", "w8a16", "w4a16"), seed: int = 0,
+          device: str = "cuda") -> dict[str, Any]:
+    """Random FP16 weights of every layer, their quantized copies, a KV cache and the output head."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    d, f = shape.d, shape.ffn
+
+    def rand(n: int, k: int) -> torch.Tensor:
+        return (torch.randn(n, k, device=device, generator=gen, dtype=torch.float16) * 0.02)
+
+    layers: dict[str, list[dict[str, tg.GemvWeight]]] = {k: [] for k in kinds}
+    dense = []
+    for _ in range(shape.layers):
+        w = {"qkv": rand(3 * d, d), "o": rand(d, d), "gu": rand(2 * f, d), "down": rand(d, f)}
+        dense.append(w)
+        for kind in kinds:
+            layers[kind].append({name: _prepare(t, kind) if kind != "fp16" else tg.prepare_fp16(t)
+                                 for name, t in w.items()})
+    dh = d // shape.heads
+    cache = torch.randn(shape.layers, 2, shape.heads, shape.context, dh, device=device, generator=gen,
+                        dtype=torch.float16)
+    return {"shape": shape, "dense": dense, "layers": layers, "cache": cache, "head": rand(shape.vocab, d),
+            "x": torch.randn(d, device=device, generator=gen, dtype=torch.float16)}
+
+
+def _attend(qkv: torch.Tensor, cache: torch.Tensor, shape: StackShape) -> torch.Tensor:
+    """Write k, v at the last cache position and attend the query over the whole cache."""
+    dh = shape.d // shape.heads
+    q, kv = qkv.view(3, shape.heads, dh)[0], qkv.view(3, shape.heads, dh)[1:]
+    cache[:, :, shape.context - 1] = kv
+    out = F.scaled_dot_product_attention(q[None, :, None, :], cache[0][None], cache[1][None])
+    return out.reshape(shape.d)
+
+
+def _rmsnorm(x: torch.Tensor) -> torch.Tensor:
+    """RMSNorm in PyTorch ops (the gain is 1: random-weight stack)."""
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean() + EPS)).half()
+
+
+def step_eager(m: dict[str, Any]) -> torch.Tensor:
+    """One decode step with cuBLAS FP16 GEMVs and separate PyTorch ops."""
+    shape, x = m["shape"], m["x"]
+    for i, w in enumerate(m["dense"]):
+        a = _attend(F.linear(_rmsnorm(x), w["qkv"]), m["cache"][i], shape)
+        x = x + F.linear(a, w["o"])
+        g, u = F.linear(_rmsnorm(x), w["gu"]).split(shape.ffn)
+        x = x + F.linear(F.silu(g) * u, w["down"])
+    return F.linear(_rmsnorm(x), m["head"])
+
+
+def step_fused(m: dict[str, Any], kind: str) -> torch.Tensor:
+    """One decode step with the Triton GEMVs of `kind` and their fusions."""
+    shape, x = m["shape"], m["x"]
+    for i, w in enumerate(m["layers"][kind]):
+        a = _attend(tg.gemv(x, w["qkv"], norm_eps=EPS), m["cache"][i], shape)
+        x = tg.gemv(a, w["o"], residual=x)
+        h = tg.gemv(x, w["gu"], norm_eps=EPS, glu=True)
+        x = tg.gemv(h, w["down"], residual=x)
+    return F.linear(_rmsnorm(x)[None], m["head"])
+
+
+def paths(m: dict[str, Any]) -> dict[str, Callable[[], torch.Tensor]]:
+    """{name: one decode step} for every path built."""
+    out = {"fp16 eager (cuBLAS)": lambda: step_eager(m)}
+    for kind in m["layers"]:
+        out[f"{kind} fused (Triton)"] = lambda kind=kind: step_fused(m, kind)
+    return out
+
+
+def check_paths(m: dict[str, Any]) -> dict[str, float]:
+    """Relative difference of each path's logits from the eager FP16 step (same weights, same cache).
+
+    FP16 paths differ by rounding only; W8A16 and W4A16 also by the quantization error of the random
+    weights, compounded over the layers (the kernels themselves match their references to ~1e-3).
+    """
+    ref = step_eager(m).float()
+    return {name: float((fn().float() - ref).abs().max() / ref.abs().max()) for name, fn in paths(m).items()}
+
+
+def tokens_per_second(m: dict[str, Any], repeats: int = 20) -> dict[str, float]:
+    """Decode tokens/s of each path, each step replayed as one CUDA graph."""
+    from helpers.chapters.ch09_deployment.workloads import cuda_graph
+
+    out = {}
+    for name, fn in paths(m).items():
+        t = bench.timeit(cuda_graph(fn), backend="torch", warmup=3, repeats=repeats)
+        out[name] = 1.0 / t.median_s
+    return out
+
+
+def weight_bytes(m: dict[str, Any], kind: str) -> int:
+    """Bytes of weights one step reads on a path (layers of `kind` plus the FP16 head)."""
+    head = m["head"].numel() * 2
+    return head + sum(w.nbytes for layer in m["layers"][kind] for w in layer.values())
+
+
+def summary(m: dict[str, Any], tps: dict[str, float], d2d_gbs: float) -> list[dict]:
+    """Rows: tokens/s, ms per token, weight GB/s and the share of the D2D copy rate per path."""
+    rows = []
+    fp16 = max(v for k, v in tps.items() if k.startswith("fp16"))
+    for name, v in tps.items():
+        kind = "fp16" if name.startswith("fp16") else name.split()[0]
+        gbs = weight_bytes(m, kind) * v / 1e9
+        rows.append({"path": name, "tokens/s": v, "ms/token": 1e3 / v, "weights GB": weight_bytes(m, kind) / 1e9,
+                     "weight GB/s": gbs, "of D2D": gbs / d2d_gbs, "× fastest FP16": v / fp16})
+    return rows
+
+
+def kernel_split(m: dict[str, Any], kind: str = "w4a16", steps: int = 3) -> dict[str, Any]:
+    """GPU time of one fused decode step split into GEMV kernels, attention and the rest (torch.profiler)."""
+    from helpers.chapters.ch11_troubleshooting.profiling import torch_profile
+
+    rows = torch_profile(lambda: step_fused(m, kind), steps=steps, cuda=True, top=200)
+    split = {"GEMV (Triton)": 0.0, "attention": 0.0, "other": 0.0}
+    for r in rows:
+        ms = r.get("self GPU ms/step", 0.0)
+        if ms <= 0 or r["op"].startswith("aten::"):
+            continue
+        name = r["op"].lower()
+        key = "GEMV (Triton)" if "gemv" in name else "attention" if any(
+            s in name for s in ("flash", "attention", "fmha", "sdpa")) else "other"
+        split[key] += ms
+    total = sum(split.values()) or 1.0
+    return {"ms/step": split, "share": {k: v / total for k, v in split.items()},
+            "top kernels": [{"kernel": r["op"][:60], "ms/step": r.get("self GPU ms/step", 0.0)} for r in rows[:8]]}
+
+
+def diagnosis(rows: list[dict], split: dict[str, Any] | None, target: float = 2.5) -> str:
+    """What the W4A16 decode ratio is, against the target, and where its step time goes."""
+    w4 = next(r for r in rows if r["path"].startswith("w4a16"))
+    text = (f"W4A16 decodes at {w4['tokens/s']:.0f} tokens/s, {w4['× fastest FP16']:.2f}× the fastest FP16 path "
+            f"(target {target:g}×); its weights stream at {w4['weight GB/s']:.0f} GB/s, {w4['of D2D']:.0%} of the "
+            "device-to-device copy rate.")
+    if split:
+        sh = split["share"]
+        text += (f" Profiled, the W4A16 step spends {sh['GEMV (Triton)']:.0%} of its GPU time in the GEMV kernels, "
+                 f"{sh['attention']:.0%} in attention over the KV cache and {sh['other']:.0%} elsewhere")
+        text += (": the GEMVs set the pace, so the GEMV table above says what holds the ratio back."
+                 if w4["× fastest FP16"] < target else ".")
+    return text

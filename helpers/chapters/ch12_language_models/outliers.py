@@ -1,0 +1,89 @@
+"""Activation outliers: where they appear in the tiny LM, and SmoothQuant and AWQ on outliers made on purpose.
+
+Large language models (billions of parameters) grow a few activation channels far larger than the rest; a
+per-token INT8 scale then spends its range on them. A small model trained for a minute may have none, so
+`measured` reports what this one has, and `injected_study` builds the same function with one channel
+scaled up on purpose (`helpers.model_quant.lm_quant.inject_outlier`), labelled as such.
+
+Serves: chapter 12.
+"""
+
+from __future__ import annotations
+
+import torch
+from tqdm.auto import tqdm
+
+from helpers.chapters.ch12_language_models.quality import verdict
+from helpers.model_quant import lm_quant
+from helpers.models.tiny_lm import TinyLM, perplexity
+from helpers.quant import smoothing
+
+ALPHAS = (0.25, 0.5, 0.75)
+
+
+def measured(model: TinyLM, calib: torch.Tensor) -> tuple[list[dict], str]:
+    """Outlier ratio (largest channel max over the median channel max) per Linear input, and a summary."""
+    rows = sorted(lm_quant.outlier_stats(lm_quant.linear_inputs(model, calib)), key=lambda r: -r["outlier ratio"])
+    top = rows[0]
+    strong = [r for r in rows if r["outlier ratio"] >= 20]
+    text = (f"The largest activation channel of this model is {top['outlier ratio']:.1f}× the median channel, at "
+            f"the input of {top['layer input of']} (channel {top['top channel']}). "
+            + (f"{len(strong)} layer inputs have a channel 20× the median or more: real outliers."
+               if strong else "No layer input reaches 20×: this small model has no strong outlier channels, so the "
+               "outlier lesson needs the model with an outlier made on purpose below."))
+    return rows, text
+
+
+def pick_channel(model: TinyLM, calib: torch.Tensor, block: int = 0) -> int:
+    """The channel of block `block`'s attention input that is already the largest (made larger below)."""
+    x = lm_quant.linear_inputs(model, calib)[f"blocks.{block}.attn.q"]
+    return int(x.abs().amax(dim=0).argmax())
+
+
+CASES: tuple[tuple[str, dict], ...] = (
+    ("W8A16 per channel", {"scheme": "w8a16"}), ("W8A8 INT8 per token", {"scheme": "w8a8"}),
+    *((f"W8A8 + SmoothQuant α={a}", {"scheme": "w8a8", "smooth": "smoothquant", "alpha": a}) for a in ALPHAS),
+    ("W4A16 g128", {"scheme": "w4a16", "group_size": 128}),
+    ("W4A16 g128 + AWQ-style", {"scheme": "w4a16", "group_size": 128, "smooth": "awq"}),
+)
+
+
+def injected_study(model: TinyLM, heldout: torch.Tensor, calib: torch.Tensor, factor: float = 100.0,
+                   block: int = 0, cases: tuple[tuple[str, dict], ...] = CASES) -> tuple[list[dict], TinyLM]:
+    """Perplexity of schemes on the model with an outlier channel made on purpose (same FP32 function)."""
+    channel = pick_channel(model, calib, block)
+    bad = lm_quant.inject_outlier(model, block, channel, factor)
+    rows = [{"model": "trained (no change)", "scheme": "FP32", "perplexity": perplexity(model, heldout)},
+            {"model": f"outlier ×{factor:g} on purpose", "scheme": "FP32", "perplexity": perplexity(bad, heldout)}]
+    for label, kw in tqdm(cases, desc="schemes on both models", leave=False):
+        for name, m in (("trained (no change)", model), (f"outlier ×{factor:g} on purpose", bad)):
+            q, _ = lm_quant.quantize_lm(m, kw["scheme"], group_size=kw.get("group_size", 128), smooth=kw.get("smooth"),
+                                        alpha=kw.get("alpha", 0.5), calib=calib)
+            rows.append({"model": name, "scheme": label, "perplexity": perplexity(q, heldout)})
+    base = {r["model"]: r["perplexity"] for r in rows if r["scheme"] == "FP32"}
+    for r in rows:
+        r["vs its FP32 %"] = 100 * (r["perplexity"] / base[r["model"]] - 1)
+    return rows, bad
+
+
+def summary(rows: list[dict]) -> str:
+    """What the injected outlier did to W8A8, and what SmoothQuant and AWQ recovered, from the numbers."""
+    def get(model_prefix: str, scheme: str) -> float:
+        return next(r["vs its FP32 %"] for r in rows if r["model"].startswith(model_prefix) and r["scheme"] == scheme)
+
+    w8a8 = get("outlier", "W8A8 INT8 per token")
+    best_a, best = min(((a, get("outlier", f"W8A8 + SmoothQuant α={a}")) for a in ALPHAS), key=lambda t: t[1])
+    rtn, awq = get("outlier", "W4A16 g128"), get("outlier", "W4A16 g128 + AWQ-style")
+    return (f"With the outlier channel, W8A8 per token costs {w8a8:+.2f} % ({verdict(w8a8)}) against "
+            f"{get('trained', 'W8A8 INT8 per token'):+.2f} % on the trained model; SmoothQuant brings it to "
+            f"{best:+.2f} % at α={best_a}. At 4 bits the same channel makes plain rounding cost {rtn:+.2f} %, and the "
+            f"activation-aware scales {awq:+.2f} %. W8A16 keeps activations in floating point: {get('outlier', 'W8A16 per channel'):+.2f} %.")
+
+
+def channel_ranges(model: TinyLM, calib: torch.Tensor, block: int = 0, alpha: float = 0.5) -> dict[str, torch.Tensor]:
+    """Per-channel max |x| of block `block`'s attention input, before and after SmoothQuant's division."""
+    x = lm_quant.linear_inputs(model, calib)[f"blocks.{block}.attn.q"]
+    attn = model.blocks[block].attn
+    s = smoothing.smoothquant_scales(x.abs().amax(dim=0), smoothing.weight_column_amax(
+        [attn.q.weight, attn.k.weight, attn.v.weight]), alpha)
+    return {"before": x.abs().amax(dim=0), f"after SmoothQuant (α={alpha})": (x / s).abs().amax(dim=0)}

@@ -1,0 +1,153 @@
+"""Chapter 12's quality table: perplexity of the tiny LM under every scheme, with the lesson each row teaches.
+
+Every lesson is a sentence filled in from the measured numbers (the verdict words follow fixed thresholds
+on the change in perplexity: < 0.2 % none, < 1 % practically free, < 3 % small, < 10 % visible, else large).
+
+Serves: chapter 12.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+from helpers import bench
+from helpers.model_quant import lm_quant
+from helpers.models.tiny_lm import TinyLM, perplexity
+
+PER_ROW = 1 << 20  # a group size larger than any K: one scale per output row
+SPECS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("FP32", {}),
+    ("FP16", {"scheme": "fp16"}),
+    ("W8A16 per channel", {"scheme": "w8a16"}),
+    ("W4A16 per channel", {"scheme": "w4a16", "group_size": PER_ROW}),
+    ("W4A16 g128", {"scheme": "w4a16", "group_size": 128}),
+    ("W4A16 g64", {"scheme": "w4a16", "group_size": 64}),
+    ("W4A16 g32", {"scheme": "w4a16", "group_size": 32}),
+    ("W4A16 g128 + AWQ-style scales", {"scheme": "w4a16", "group_size": 128, "smooth": "awq"}),
+    ("W3A16 g32", {"scheme": "w4a16", "group_size": 32, "bits": 3}),
+    ("W2A16 g32", {"scheme": "w4a16", "group_size": 32, "bits": 2}),
+    ("W8A8 INT8 per token", {"scheme": "w8a8"}),
+    ("W8A8 INT8 per tensor", {"scheme": "w8a8_tensor"}),
+    ("W8A8 INT8 + SmoothQuant α=0.5", {"scheme": "w8a8", "smooth": "smoothquant"}),
+    ("W8A8 FP8 E4M3", {"scheme": "fp8"}),
+    ("KV cache INT8", {"kv": "int8"}),
+    ("KV cache FP8", {"kv": "fp8"}),
+    ("KV cache INT4", {"kv": "int4"}),
+)
+
+
+def weight_bits(spec: dict[str, Any], k: int = 128) -> float:
+    """Bits a weight costs in storage, FP16 scales included (K inputs per row for per-row scales)."""
+    scheme = spec.get("scheme")
+    if scheme is None:
+        return 32.0
+    if scheme == "fp16":
+        return 16.0
+    if scheme == "w4a16":
+        return spec.get("bits", 4) + 16 / min(spec["group_size"], k)
+    return 8 + 16 / k
+
+
+def variant(model: TinyLM, spec: dict[str, Any], calib: torch.Tensor) -> tuple[TinyLM, dict[str, float]]:
+    """The model under one spec: quantized Linears, or a quantized KV cache, or itself."""
+    if "kv" in spec:
+        return lm_quant.with_kv_cache(model, spec["kv"]), {}
+    if "scheme" not in spec:
+        return model, {}
+    return lm_quant.quantize_lm(model, spec["scheme"], group_size=spec.get("group_size", 128),
+                                smooth=spec.get("smooth"), calib=calib, bits=spec.get("bits", 4))
+
+
+def quality_table(model: TinyLM, heldout: torch.Tensor, calib: torch.Tensor,
+                  specs: tuple[tuple[str, dict[str, Any]], ...] = SPECS, progress: bool = True) -> list[dict]:
+    """One row per scheme: weight bits, KV bits, held-out perplexity and its change from FP32."""
+    rows, base = [], None
+    for label, spec in tqdm(specs, desc="perplexity of each scheme", disable=not progress, leave=False):
+        m, alphas = variant(model, spec, calib)
+        ppl = perplexity(m, heldout)
+        base = ppl if base is None else base
+        kv = {"int8": 8, "fp8": 8, "int4": 4}.get(spec.get("kv", ""), 32)
+        rows.append({"scheme": label, "weight bits": round(weight_bits(spec), 2), "KV bits": kv,
+                     "perplexity": ppl, "vs FP32 %": 100 * (ppl / base - 1),
+                     **({"α per layer group": sorted(set(alphas.values()))} if spec.get("smooth") == "awq" else {})})
+    for r in rows:
+        r["lesson"] = lesson(r["scheme"], rows)
+    return rows
+
+
+def verdict(pct: float) -> str:
+    """A word for a change in perplexity of `pct` percent."""
+    a = abs(pct)
+    if a < 0.2:
+        return "no measurable change"
+    if a < 1:
+        return "practically free"
+    if a < 3:
+        return "a small cost" if pct > 0 else "a small gain"
+    if a < 10:
+        return "a visible cost" if pct > 0 else "a visible gain"
+    return "a large loss" if pct > 0 else "a large gain"
+
+
+def _d(rows: list[dict], label: str) -> float | None:
+    """The change in perplexity (%) of the row with this label, None when the table has no such row."""
+    return next((r["vs FP32 %"] for r in rows if r["scheme"] == label), None)
+
+
+def _vs(other: float | None, what: str) -> str:
+    """' vs +x.xx % <what>', or nothing when that row was not measured."""
+    return "" if other is None else f" vs {other:+.2f} % {what}"
+
+
+def lesson(label: str, rows: list[dict]) -> str:
+    """The sentence one row teaches, filled in from the table's numbers."""
+    d = _d(rows, label) or 0.0
+    v = f"{d:+.2f} % ({verdict(d)})"
+    per_row, rtn, tok = _d(rows, "W4A16 per channel"), _d(rows, "W4A16 g128"), _d(rows, "W8A8 INT8 per token")
+    if label == "FP32":
+        return f"the reference: perplexity {rows[0]['perplexity']:.2f} (a blind guess over 256 bytes scores 256)"
+    if label == "FP16":
+        return f"FP16 weights and activations: {v}; the GPU baseline of the speed section"
+    if label == "W8A16 per channel":
+        return f"8-bit weights, one scale per output row: {v}, for half the bytes of FP16"
+    if label == "W4A16 per channel":
+        return f"4-bit weights, one scale per row: {v}; 16 levels stretched over a whole row"
+    if label.startswith("W4A16 g") and "AWQ" not in label:
+        g = int(label.split("g")[1])
+        text = f"groups of {g}: {v}, for {16 / g:.2f} extra bits a weight"
+        if per_row is not None:
+            gain = per_row - d
+            text += f"; {abs(gain):.2f} points {'better' if gain >= 0 else 'worse'} than one scale per row"
+        return text
+    if "AWQ" in label:
+        if rtn is None:
+            return f"scales searched on calibration activations before 4-bit rounding: {v}"
+        rec = (rtn - d) / rtn if rtn > 0 else 0.0
+        what = f"recovers {rec:.0%} of plain rounding's loss" if d < rtn else "no gain over plain rounding here"
+        return f"scales searched on calibration activations before 4-bit rounding: {v} vs {rtn:+.2f} % (g128): {what}"
+    if label.startswith(("W3A16", "W2A16")):
+        return f"{label[1]}-bit weights in groups of 32: {v}" + _vs(_d(rows, "W4A16 g32"), "at 4 bits")
+    if label == "W8A8 INT8 per token":
+        return f"8-bit activations too, one dynamic scale per token: {v}; INT8 tensor cores can then do the math"
+    if label == "W8A8 INT8 per tensor":
+        return f"one dynamic scale for all tokens: {v}" + _vs(tok, "per token")
+    if "SmoothQuant" in label:
+        what = ("" if tok is None else "; it helps" if d < tok - 0.1 else
+                "; it changes little: there are no strong outlier channels to move")
+        return f"activation ranges moved into the weights first: {v}" + _vs(tok, "without") + what
+    if label == "W8A8 FP8 E4M3":
+        return f"FP8 for weights and activations: {v}" + _vs(tok, "for INT8 per token")
+    kind = label.split()[-1]
+    return f"keys and values stored in {kind} (one scale per token and head): {v}"
+
+
+def record(rows: list[dict]) -> None:
+    """Record each row's perplexity as ch12.ppl.<scheme slug>."""
+    for r in rows:
+        slug = "".join(c if c.isascii() and c.isalnum() else "_" for c in r["scheme"].lower()).strip("_")
+        while "__" in slug:
+            slug = slug.replace("__", "_")
+        bench.record(f"ch12.ppl.{slug}", r["perplexity"], "perplexity", vs_fp32_pct=r["vs FP32 %"])

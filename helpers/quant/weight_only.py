@@ -1,0 +1,128 @@
+"""Weight-only quantization (权重量化) for language models: W8A16 per channel, W4A16 per group (逐组) packed.
+
+Weights are `nn.Linear` weights `w` of shape (N out, K in); activations stay in FP16/FP32.
+    W8A16  q = clamp(round(w / s[n]), -128, 127) int8,            s[n] = max|w[n, :]| / 127
+    W4A16  q = clamp(round(w / s[n, g]), -8, 7) packed two a byte, s[n, g] = max|w[n, group g]| / 7
+The groups are `group_size` consecutive inputs along K (the reduction axis), so a GEMV reads each group's
+scale once. Packing is `helpers.quant.fp8.pack_int4`'s layout: element 2i in the low nibble of byte i,
+element 2i+1 in the high nibble, two's complement. Everything here is torch-only (CPU or GPU, no copies
+to numpy), and gives exactly the codes of `helpers.quant.core` (tests compare them).
+
+Serves: core — used by chapter 12 and lab 10.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from helpers.errors import InputError
+
+INT4_MIN, INT4_MAX = -8, 7
+
+
+@dataclass(frozen=True)
+class W8Weight:
+    """INT8 weight (N, K) with one float32 scale per output channel."""
+
+    q: torch.Tensor
+    scale: torch.Tensor
+
+    def dequantize(self) -> torch.Tensor:
+        """The float32 weight the integers stand for."""
+        return self.q.float() * self.scale[:, None]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes a GEMV reads: int8 codes plus FP16 scales."""
+        return self.q.numel() + 2 * self.scale.numel()
+
+
+@dataclass(frozen=True)
+class W4Weight:
+    """INT4 weight (N, K) packed as uint8 (N, K/2), with a float32 scale per (output channel, group)."""
+
+    packed: torch.Tensor
+    scale: torch.Tensor
+    group_size: int
+
+    def dequantize(self) -> torch.Tensor:
+        """The float32 weight the nibbles stand for."""
+        q = unpack_int4(self.packed).float()
+        return q * self.scale.repeat_interleave(self.group_size, dim=1)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes a GEMV reads: half a byte a weight plus FP16 scales."""
+        return self.packed.numel() + 2 * self.scale.numel()
+
+
+def _check_weight(w: torch.Tensor) -> None:
+    """A finite, floating-point 2-D torch tensor."""
+    if not isinstance(w, torch.Tensor) or w.ndim != 2 or not w.is_floating_point():
+        raise InputError(f"w must be a 2-D floating-point torch tensor (out, in), got "
+                         f"{type(w).__name__} {tuple(getattr(w, 'shape', ()))}.")
+    if not bool(torch.isfinite(w).all()):
+        raise InputError("w holds NaN or Inf; quantize finite weights only.")
+
+
+def _symmetric_scale(amax: torch.Tensor, qmax: int) -> torch.Tensor:
+    """amax / qmax, with 1.0 where amax is 0 (as helpers.quant.core.scale_zero_point)."""
+    s = amax.float() / qmax
+    return torch.where(s > 0, s, torch.ones_like(s))
+
+
+def quantize_w8(w: torch.Tensor) -> W8Weight:
+    """Symmetric INT8 per output channel (W8A16)."""
+    _check_weight(w)
+    scale = _symmetric_scale(w.abs().amax(dim=1), 127)
+    q = torch.round(w.float() / scale[:, None]).clamp(-128, 127).to(torch.int8)
+    return W8Weight(q, scale)
+
+
+def group_scales(w: torch.Tensor, group_size: int) -> torch.Tensor:
+    """Symmetric INT4 scales (N, K / group_size): max |w| of each group along K, divided by 7."""
+    _check_weight(w)
+    n, k = w.shape
+    if not isinstance(group_size, int) or group_size < 2 or group_size % 2 or k % group_size:
+        raise InputError(f"group_size={group_size!r} must be an even divisor of K={k} (e.g. 32, 64 or 128); "
+                         "groups run along the input axis.")
+    return _symmetric_scale(w.abs().reshape(n, k // group_size, group_size).amax(dim=2), INT4_MAX)
+
+
+def quantize_w4(w: torch.Tensor, group_size: int = 128) -> W4Weight:
+    """Symmetric INT4 per group of `group_size` inputs, packed two a byte (W4A16)."""
+    scale = group_scales(w, group_size)
+    s = scale.repeat_interleave(group_size, dim=1)
+    q = torch.round(w.float() / s).clamp(INT4_MIN, INT4_MAX).to(torch.int8)
+    return W4Weight(pack_int4(q), scale, group_size)
+
+
+def pack_int4(q: torch.Tensor) -> torch.Tensor:
+    """Signed INT4 values (-8..7, last axis even) two a byte, low nibble first, as uint8 (torch)."""
+    if q.dtype not in (torch.int8, torch.int16, torch.int32, torch.int64) or q.shape[-1] % 2:
+        raise InputError(f"q must be integers with an even last axis, got {q.dtype} {tuple(q.shape)}.")
+    if q.numel() and (int(q.min()) < INT4_MIN or int(q.max()) > INT4_MAX):
+        raise InputError("INT4 values must lie in -8..7; quantize with quantize_w4 first.")
+    u = (q.to(torch.int16) & 0xF).to(torch.uint8)
+    return u[..., 0::2] | (u[..., 1::2] << 4)
+
+
+def unpack_int4(packed: torch.Tensor) -> torch.Tensor:
+    """Undo pack_int4: uint8 bytes back to signed INT4 values as int8."""
+    if packed.dtype != torch.uint8:
+        raise InputError(f"packed must be uint8 (the output of pack_int4), got {packed.dtype}.")
+    p = packed.to(torch.int16)
+    out = torch.stack([p & 0xF, p >> 4], dim=-1).reshape(*packed.shape[:-1], packed.shape[-1] * 2)
+    return torch.where(out > 7, out - 16, out).to(torch.int8)
+
+
+def w8a16_linear(x: torch.Tensor, w: W8Weight) -> torch.Tensor:
+    """x @ dequant(w).T in x's dtype (the reference the W8A16 kernel must match)."""
+    return (x.float() @ w.dequantize().T).to(x.dtype)
+
+
+def w4a16_linear(x: torch.Tensor, w: W4Weight) -> torch.Tensor:
+    """x @ dequant(w).T in x's dtype (the reference the W4A16 kernel must match)."""
+    return (x.float() @ w.dequantize().T).to(x.dtype)

@@ -1,0 +1,126 @@
+"""Chapter 12's experiment code: the quality table and its lessons, outliers, and the GPU tables' bookkeeping."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from helpers import bench
+from helpers.chapters.ch12_language_models import batch_sweep, decode_bench, figures, gemv_bench, outliers, quality
+from helpers.chapters.ch12_language_models import bench as gpu_bench
+from helpers.kernels import triton_gemv as tg
+from helpers.models import stdlib_text, tiny_lm
+
+CFG = tiny_lm.LMConfig(d=128, heads=4, layers=1, ffn=128, ctx=16)
+
+
+@pytest.fixture(scope="module")
+def small():
+    torch.manual_seed(0)
+    m = tiny_lm.TinyLM(CFG).eval()
+    c = stdlib_text.load_corpus()
+    return m, stdlib_text.windows(c.heldout, 16, 8), stdlib_text.windows(c.train, 16, 8)
+
+
+def _rows(d: dict[str, float]) -> list[dict]:
+    rows = [{"scheme": k, "perplexity": 5 * (1 + v / 100), "vs FP32 %": v} for k, v in d.items()]
+    for r in rows:
+        r["lesson"] = quality.lesson(r["scheme"], rows)
+    return rows
+
+
+def test_lessons_are_written_from_the_numbers():
+    rows = _rows({"FP32": 0.0, "W4A16 per channel": 12.0, "W4A16 g128": 4.0, "W4A16 g128 + AWQ-style scales": 2.0,
+                  "W8A8 INT8 per token": 0.5, "W8A8 INT8 + SmoothQuant α=0.5": 0.45, "KV cache INT4": 30.0})
+    lessons = {r["scheme"]: r["lesson"] for r in rows}
+    assert "+4.00 %" in lessons["W4A16 g128"] and "8.00 points better" in lessons["W4A16 g128"]
+    assert "recovers 50%" in lessons["W4A16 g128 + AWQ-style scales"]
+    assert "changes little" in lessons["W8A8 INT8 + SmoothQuant α=0.5"]
+    assert "a large loss" in lessons["KV cache INT4"] and "a large loss" in lessons["W4A16 per channel"]
+    worse = _rows({"FP32": 0.0, "W4A16 g128": 4.0, "W4A16 g128 + AWQ-style scales": 5.0})
+    assert "no gain" in worse[-1]["lesson"]
+    assert [quality.verdict(p) for p in (0.1, 0.5, 2, -5, 20)] == [
+        "no measurable change", "practically free", "a small cost", "a visible gain", "a large loss"]
+
+
+def test_quality_table_on_a_small_model(small):
+    m, held, calib = small
+    specs = tuple(s for s in quality.SPECS if s[0] in ("FP32", "W8A16 per channel", "W4A16 g32", "KV cache INT8"))
+    rows = quality.quality_table(m, held, calib, specs, progress=False)
+    assert [r["scheme"] for r in rows] == [s[0] for s in specs] and rows[0]["vs FP32 %"] == 0
+    assert rows[1]["weight bits"] == 8.12 and rows[2]["weight bits"] == 4.5
+    assert all(math.isfinite(r["perplexity"]) for r in rows)
+
+
+def test_outlier_study_rows_and_summary(small):
+    m, held, calib = small
+    measured, text = outliers.measured(m, calib)
+    assert measured[0]["outlier ratio"] >= measured[-1]["outlier ratio"] and "median" in text
+    rows, bad = outliers.injected_study(m, held[:4], calib, factor=40.0, cases=outliers.CASES[1:3])
+    fp32 = [r["perplexity"] for r in rows if r["scheme"] == "FP32"]
+    assert fp32[0] == pytest.approx(fp32[1], rel=1e-4)  # the same function
+    by = {(r["model"][:7], r["scheme"]): r["vs its FP32 %"] for r in rows}
+    assert abs(by[("outlier", "W8A8 INT8 per token")]) > abs(by[("outlier", "W8A8 + SmoothQuant α=0.25")])
+    fake = [{"model": m_, "scheme": s_, "vs its FP32 %": v} for m_ in ("trained", "outlier")
+            for s_, v in [(c[0], 1.0) for c in outliers.CASES]]
+    assert "SmoothQuant brings it to +1.00 % at α=0.25" in outliers.summary(fake)
+    ranges = outliers.channel_ranges(bad, calib)
+    before, after = ranges.values()
+    assert float(before.max() / before.median()) > 3 * float(after.max() / after.median())
+
+
+def test_gemv_headline_and_diagnosis_from_rows():
+    rows = [{"N×K": s, "kernel": k, "µs": 1.0, "weight GB/s": gbs, "× fastest FP16": x}
+            for s in ("4096×4096", "11008×4096")
+            for k, gbs, x in (("fp16 cuBLAS", 3000, 1.0), ("fp16 Triton", 3500, 1.1), ("w8a16 Triton", 2800, 1.6),
+                              ("w4a16 Triton", 1500, 2.0 if s.startswith("4096") else 3.0), ("w4a16 tinygemm", 1000, 1.5))]
+    h = gemv_bench.headline(rows, 4000.0)
+    assert h["llm.gemv.w4a16_over_fp16"] == pytest.approx(math.sqrt(6)) and h["llm.gemv.best_over_d2d"] == 0.7
+    assert "instructions" in gemv_bench.diagnosis(rows, 4000.0)
+    fig = figures.gemv_bars(rows)
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["w8a16 Triton", "w4a16 Triton", "w4a16 tinygemm"]
+    assert gemv_bench.copies_for(8 * 2**20) > gemv_bench.copies_for(64 * 2**20) >= 2
+
+
+def test_sweep_bookkeeping_round_trips_through_records():
+    rows = [{"scheme": s, "M": m, "µs": us, "TFLOP/s": 2.0 * m * batch_sweep.N * batch_sweep.K / us / 1e6,
+             "bytes": 1e8} for s, m, us in (("fp16", 1, 30), ("w4a16", 1, 10), ("w8a8 fp8", 1, 30), ("fp16", 256, 40),
+                                             ("w4a16", 256, 60), ("w8a8 fp8", 256, 25))]
+    assert batch_sweep.crossovers(rows) == {"w4a16_stops_paying_at_M": 256, "w8a8_or_fp8_fastest_from_M": 256}
+    recs = [bench.Record(f"ch12.sweep.{r['scheme'].replace(' ', '_')}.b{r['M']}", r["TFLOP/s"], "TFLOP/s", "x", "d",
+                         extra={"us": r["µs"], "bytes": r["bytes"], "M": r["M"]}) for r in rows]
+    back = batch_sweep.rows_from_records(recs)
+    assert [(r["scheme"], r["M"]) for r in back] == [(r["scheme"], r["M"]) for r in rows]
+    pts = batch_sweep.roof_points(back)
+    assert pts[0].intensity == pytest.approx(2.0 * batch_sweep.N * batch_sweep.K / 1e8)
+    for fig in (figures.sweep_plot(rows), figures.sweep_roofline(rows, 4000.0)):
+        assert fig.axes[0].get_title()
+
+
+def test_decode_summary_and_diagnosis():
+    m = {"head": torch.zeros(10, 4, dtype=torch.float16),
+         "layers": {k: [{"w": tg.GemvWeight(k, torch.zeros(4, n, dtype=torch.int32), None, 4, 4)}]
+                    for k, n in (("fp16", 1000), ("w4a16", 250))}}
+    rows = decode_bench.summary(m, {"fp16 fused (Triton)": 100.0, "w4a16 fused (Triton)": 300.0}, 4000.0)
+    assert rows[1]["× fastest FP16"] == 3.0 and rows[1]["weights GB"] == (80 + 4000) / 1e9
+    split = {"share": {"GEMV (Triton)": 0.9, "attention": 0.07, "other": 0.03}}
+    assert "90%" in decode_bench.diagnosis(rows, split, target=2.5)
+    assert figures.decode_bars(rows).axes[0].get_title()
+    assert decode_bench.StackShape().params_per_layer == 4 * 4096**2 + 3 * 4096 * 11008
+
+
+def test_tuning_grid_configs_tile_the_kernels():
+    for kind, step in (("fp16", 1), ("w8a16", 64), ("w4a16", 128)):
+        for cfg in gpu_bench.tune_grid(kind, 4096):
+            assert cfg.block_k % step == 0 and cfg.block_k & (cfg.block_k - 1) == 0
+
+
+def test_the_gpu_benchmark_command_says_when_there_is_no_gpu(capsys):
+    from helpers.device import has_gpu
+
+    if has_gpu():
+        pytest.skip("a GPU is present")
+    assert gpu_bench.main(["--quick"]) == 2
+    assert "needs an NVIDIA GPU" in capsys.readouterr().err
