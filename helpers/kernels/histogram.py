@@ -1,0 +1,142 @@
+"""The calibration histogram on the GPU: global atomics, then bins privatised in shared memory.
+
+The bins are those of ``helpers.quant.calibrators.Histogram`` (chapter 6): |x| over [0, max |x|]
+in fixed-width bins, bin = min(int(|x| / width), bins - 1) computed in float64. A kernel that fills
+them exactly feeds the course's percentile, MSE and entropy calibrators unchanged.
+Both kernels walk the input with a grid-stride loop and take ``counts`` zeroed, of at most
+``MAX_BINS`` int32 bins.
+
+Serves: core — used by lab 12 (reference kernels, bin layout, amax from kernel counts).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numba import cuda, int32
+
+from helpers.errors import InputError
+from helpers.kernels import launch
+from helpers.quant.calibrators import Histogram, amax_entropy, amax_percentile
+
+MAX_BINS = 2048  # the calibrators' default: 8 KB of int32 bins in shared memory
+THREADS = 256
+GPU_N = 1 << 24  # 16M activations (64 MB) for the GPU timings
+
+
+@cuda.jit
+def hist_global(x, counts, width):
+    """Every element adds 1 to its bin in global memory with an atomic."""
+    last = counts.shape[0] - 1
+    i = cuda.grid(1)
+    while i < x.shape[0]:
+        cuda.atomic.add(counts, min(int(abs(x[i]) / width), last), 1)
+        i += cuda.gridsize(1)
+
+
+@cuda.jit
+def hist_shared(x, counts, width):
+    """Each block counts into its own bins in shared memory, then adds its non-zero bins to global."""
+    bins = cuda.shared.array(MAX_BINS, int32)
+    nbins = counts.shape[0]
+    tid = cuda.threadIdx.x
+    for j in range(tid, nbins, cuda.blockDim.x):
+        bins[j] = 0
+    cuda.syncthreads()  # every bin is zero before anyone counts
+    i = cuda.grid(1)
+    while i < x.shape[0]:
+        cuda.atomic.add(bins, min(int(abs(x[i]) / width), nbins - 1), 1)
+        i += cuda.gridsize(1)
+    cuda.syncthreads()  # every count of this block is in before the bins are read
+    for j in range(tid, nbins, cuda.blockDim.x):
+        if bins[j] > 0:
+            cuda.atomic.add(counts, j, bins[j])
+
+
+KERNELS = {"global": hist_global, "shared": hist_shared}
+
+
+def grid(n: int, threads: int = THREADS) -> tuple[int, int]:
+    """(blocks, threads): enough blocks to fill every SM (2 in the simulator), grid-stride over n."""
+    return launch.grid_stride_blocks(n, threads, per_thread=4), threads
+
+
+def activations(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Calibration-like float32 values: half of them ReLU zeros (all in bin 0), a heavy tail of outliers."""
+    x = rng.standard_t(3, n).astype(np.float32)
+    return np.where(rng.random(n) < 0.5, np.float32(0), x).astype(np.float32)
+
+
+def reference(x: Any, num_bins: int = MAX_BINS) -> Histogram:
+    """The course's own histogram of one batch (its counts are what a kernel must produce)."""
+    if not isinstance(num_bins, (int, np.integer)) or not 1 <= num_bins <= MAX_BINS:
+        raise InputError(f"num_bins must be an integer in 1..{MAX_BINS} (shared memory holds {MAX_BINS} "
+                         f"int32 bins), got {num_bins!r}.")
+    return Histogram(int(num_bins)).collect(x)
+
+
+def from_counts(counts: Any, max_abs: float) -> Histogram:
+    """A calibrator Histogram holding a kernel's counts over [0, max_abs], as Histogram.collect lays it out."""
+    c = np.asarray(counts).astype(np.int64).ravel()
+    if c.size == 0 or not np.isfinite(max_abs) or max_abs < 0:
+        raise InputError("from_counts needs non-empty counts and the batch's max |x| (a finite number >= 0).")
+    top = float(max_abs) if max_abs > 0 else 1.0
+    return Histogram(c.size, counts=c, edges=np.linspace(0.0, top, c.size + 1), max_seen=float(max_abs), batches=1)
+
+
+def amaxes(hist: Histogram, percentile: float = 99.99) -> dict[str, float]:
+    """The percentile and entropy calibrators' amax from one histogram."""
+    return {f"percentile {percentile:g}": amax_percentile(hist, percentile), "entropy": amax_entropy(hist)}
+
+
+def numba_histogram(x: Any, counts: Any, width: float, variant: str = "shared", kernel: Any = None) -> Any:
+    """Fill zeroed int32 `counts` with the histogram of |x| (bin width `width`) by one kernel; returns counts.
+
+    `kernel` (same arguments as the reference kernels) replaces the reference kernel `variant`.
+    """
+    from helpers.validation import require_choice
+
+    require_choice(variant, tuple(KERNELS), "variant")
+    if int(counts.shape[0]) > MAX_BINS:
+        raise InputError(f"at most {MAX_BINS} bins fit in shared memory, got {int(counts.shape[0])}.")
+    blocks, threads = grid(int(x.shape[0]))
+    kern = KERNELS[variant] if kernel is None else kernel
+    kern[blocks, threads](launch.as_numba(x), launch.as_numba(counts), np.float64(width))
+    return counts
+
+
+def measure(kernels: dict[str, Any], n: int = GPU_N, num_bins: int = MAX_BINS, repeats: int = 10) -> dict[str, float]:
+    """GPU: billions of values a second of each kernel {name: kernel} and of torch.histc, on one batch.
+
+    Every kernel's counts must equal the course's Histogram first (AssertionError otherwise).
+    """
+    import torch
+
+    from helpers import bench
+    from helpers.device import require_gpu
+
+    require_gpu("Timing histogram kernels")
+    x = activations(np.random.default_rng(0), n)
+    ref = reference(x, num_bins)
+    xt = torch.from_numpy(x).cuda()
+    counts = torch.zeros(num_bins, dtype=torch.int32, device="cuda")
+    xd, cd = cuda.as_cuda_array(xt), cuda.as_cuda_array(counts)
+    blocks, threads = grid(n)
+    width = float(ref.bin_width)
+    out = {}
+    for name, kern in kernels.items():
+        def fill(k: Any = kern) -> None:
+            counts.zero_()
+            k[blocks, threads](xd, cd, width)
+
+        fill()
+        cuda.synchronize()
+        if not np.array_equal(counts.cpu().numpy(), ref.counts):
+            raise AssertionError(f"the {name} kernel's counts differ from the course's Histogram on the GPU.")
+        out[name] = n / bench.timeit(fill, backend="numba", repeats=repeats).median_s / 1e9
+    top = float(ref.max_seen)
+    t = bench.timeit(lambda: torch.histc(xt.abs(), bins=num_bins, min=0.0, max=top), backend="torch",
+                     repeats=repeats)
+    out["torch_histc"] = n / t.median_s / 1e9
+    return out
