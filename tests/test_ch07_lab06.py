@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from grading_support import one_torch_thread  # noqa: F401  (fixture)
 
 from helpers.model_quant import ptq
 from helpers.grading import CheckFailed, check
@@ -12,6 +13,7 @@ from helpers.model_quant.pq_compat import load_calib_amax, quantizers
 from helpers.quant.metrics import sqnr_db
 
 pytest.importorskip("pytorch_quantization")
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _calibrated(model, data, method, per_channel, bits, *, enable=True):

@@ -12,6 +12,7 @@ from helpers.models.train import build_model, evaluate
 
 pytest.importorskip("pytorch_quantization")
 from ch07_support import data, resnet  # noqa: E402,F401  (fixtures)
+from grading_support import one_torch_thread  # noqa: E402,F401  (fixture)
 
 
 
@@ -87,6 +88,7 @@ def _ste_wrong_scale(x, amax, bits):
     return x_c + (torch.clamp(torch.round(x / (amax / top)), -top, top) * (amax / top) - x_c).detach()
 
 
+@pytest.mark.usefixtures("one_torch_thread")
 def test_lab07_ste_check_accepts_the_solution_and_rejects_wrong_ones():
     check("lab07.ste_fake_quant", _ste_ok, plot=False)
     for wrong in (_ste_no_gradient, _ste_unclipped_gradient, _ste_wrong_scale):
@@ -94,19 +96,57 @@ def test_lab07_ste_check_accepts_the_solution_and_rejects_wrong_ones():
             check("lab07.ste_fake_quant", wrong, plot=False)
 
 
+@pytest.mark.usefixtures("one_torch_thread")
 def test_lab07_qat_check_rejects_a_loop_that_does_not_train(resnet):
     def no_training(qmodel, data, epochs, lr):
         return qmodel.eval()
 
-    def wrong_sign(qmodel, data, epochs, lr):  # gradient ascent
-        opt = torch.optim.SGD(qmodel.parameters(), lr=-lr * 10)
+    def wrong_sign(qmodel, data, epochs, lr):  # gradient ascent: maximizes the loss
+        opt = torch.optim.AdamW(qmodel.parameters(), lr=lr)
         qmodel.train()
-        for x, y in torch.utils.data.DataLoader(data.train, batch_size=128):
-            opt.zero_grad()
-            torch.nn.functional.cross_entropy(qmodel(x), y).backward()
-            opt.step()
+        for _ in range(epochs):
+            for x, y in torch.utils.data.DataLoader(data.train, batch_size=128, shuffle=True):
+                opt.zero_grad()
+                (-torch.nn.functional.cross_entropy(qmodel(x), y)).backward()
+                opt.step()
         return qmodel.eval()
+
+    def other_style(qmodel, data, epochs, lr):  # correct, written differently: plain AdamW, batches of 64
+        opt = torch.optim.AdamW(qmodel.parameters(), lr=lr)
+        qmodel.train()
+        for _ in range(epochs):
+            for x, y in torch.utils.data.DataLoader(data.train, batch_size=64, shuffle=True):
+                loss = torch.nn.functional.cross_entropy(qmodel(x), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+        qmodel.eval()
+        return qmodel
 
     for wrong in (no_training, wrong_sign):
         with pytest.raises(CheckFailed):
             check("lab07.qat_finetune", wrong, plot=False)
+    assert check("lab07.qat_finetune", other_style, plot=False).passed
+
+
+def test_chapter8_summary_follows_the_results():
+    from helpers.chapters.ch08_qat import readings
+
+    rows = [{"bits": "W4A8", "FP32 %": 98.8, "PTQ %": 96.9, "QAT % (median)": 98.8, "QAT % per seed": "98.7 / 98.8 / 98.2"},
+            {"bits": "W4A4", "FP32 %": 98.8, "PTQ %": 91.7, "QAT % (median)": 94.7, "QAT % per seed": "94.7 / 94.1 / 95.0"}]
+    text = readings.qat_summary(rows).splitlines()
+    assert "W4A8: PTQ lost 1.9 points" in text[0] and "(nearly) all" in text[0] and "0.6 points" in text[0]
+    assert "won back 42%" in text[1]
+    flat = [{**rows[0], "PTQ %": 98.8}]
+    assert "nothing to recover" in readings.qat_summary(flat)
+
+
+def test_the_notes_qat_descriptor_does_not_exist():
+    pytest.importorskip("pytorch_quantization")
+    from helpers import claims
+    from helpers.chapters.ch08_qat import notes
+
+    assert notes.notes_api_exists() is False
+    verdict = claims.judge(claims.get("ch08.qat_recipe"), {"ch08.notes_quantdesc_exists": 0.0,
+                                                             "ch08.w4a8.qat_delta_pts": 0.0})
+    assert verdict["verdict"] == claims.FAILS and "QuantDescriptor" in verdict["evidence"]

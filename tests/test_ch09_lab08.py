@@ -34,13 +34,16 @@ WRONG = {
         lambda w: np.abs(w.reshape(w.shape[0], -1)).max(axis=1) / 128,  # 128 levels
     ],
     "lab08.qdq_rules": [
-        lambda zp, axis, weight: bool(np.all(np.asarray(zp) == 0)),  # accepts uint8/int32
-        lambda zp, axis, weight: np.asarray(zp).dtype == np.int8,  # accepts a non-zero zero point
-        lambda zp, axis, weight: np.asarray(zp).dtype == np.int8
+        lambda zp, axis, weight, want: bool(np.all(np.asarray(zp) == 0)),  # accepts uint8/int32
+        lambda zp, axis, weight, want: np.asarray(zp).dtype == np.int8,  # accepts a non-zero zero point
+        lambda zp, axis, weight, want: np.asarray(zp).dtype == np.int8
         and bool(np.all(np.asarray(zp) == 0)),  # any axis
-        lambda zp, axis, weight: np.asarray(zp).dtype == np.int8
+        lambda zp, axis, weight, want: np.asarray(zp).dtype == np.int8
         and bool(np.all(np.asarray(zp) == 0))
-        and axis == 0,
+        and not (weight and np.asarray(zp).size > 1 and axis != 0),  # the old rule: axis 0 for every layer
+        lambda zp, axis, weight, want: np.asarray(zp).dtype == np.int8
+        and bool(np.all(np.asarray(zp) == 0))
+        and not (weight and axis != want),  # judges per-tensor weights by their axis too
     ],
     "lab08.agreement": [
         lambda r, g: (
@@ -84,8 +87,24 @@ def test_generated_lab_has_stubs_and_no_solutions_or_hidden_tests():
         if c["metadata"].get("nbgrader", {}).get("grade")
     ]
     assert set(graded) >= {
-        "lab08.weight_scales",
-        "lab08.qdq_rules",
-        "lab08.agreement",
-        "lab08.throughput",
+        "lab08-weight_scales",
+        "lab08-qdq_rules",
+        "lab08-agreement",
+        "lab08-throughput",
     }
+
+
+@pytest.mark.parametrize("op, w_shape, good_axis, kwargs", [
+    ("ConvTranspose", (2, 4, 3, 3), 1, {}), ("Gemm", (4, 3), 0, {"trans_b": 1}), ("MatMul", (3, 4), 1, {}),
+])
+def test_the_labs_rule_is_the_validators_rule(op, w_shape, good_axis, kwargs):
+    """On a per-channel weight read by each kind of layer, the answer key agrees with check_qdq, node by node."""
+    from test_ch09_export import _weight_graph
+
+    from helpers.deploy.qdq_check import check_qdq, qdq_nodes
+
+    for axis in (good_axis, 1 - good_axis):
+        model = _weight_graph(op, w_shape, axis, **kwargs)
+        lab = [_spec("lab08.qdq_rules")(n["zero_point"], n["axis"], n["weight"], n["expected_axis"])
+               for n in qdq_nodes(model)]
+        assert all(lab) == check_qdq(model).ok == (axis == good_axis), (op, axis, lab)

@@ -62,6 +62,8 @@ def test_fix_deployment_reference_passes_and_wrong_fixes_fail():
     for fn in (still_miscalibrated, accurate_but_trt_style):
         with pytest.raises(CheckFailed):
             check("lab09.fix_deployment", fn, plot=False)
+    with pytest.raises(CheckFailed, match="not an INT8 model"):  # the FP32 model: fast enough, accurate, not INT8
+        check("lab09.fix_deployment", lambda fp32, calib, out: fp32, plot=False)
     with pytest.raises(CheckFailed, match="path"):
         check("lab09.fix_deployment", lambda fp32, calib, out: None, plot=False)
     assert setup["broken"].exists()

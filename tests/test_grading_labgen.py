@@ -1,26 +1,27 @@
-"""labs/ generated from solutions/: stubs with hints, hidden tests gone, committed labs up to date."""
+"""labs/ generated from solutions/ by nbgrader's preprocessors; real nbgrader agrees; no solution line,
+hidden case or give-away hint reaches students; points add up to what each lab promises."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
-from grading_support import SENTINEL, solution_nb
+from grading_support import SENTINEL, leaks, solution_lines, solution_nb
 
-from helpers.grading.labgen import (
-    BEGIN_HIDDEN,
-    BEGIN_SOLUTION,
-    END_HIDDEN,
-    MARKDOWN_STUB,
-    generate,
-    lab_from_solution,
-    stale,
-    strip_source,
-)
+from helpers.grading import visible, wire
+from helpers.grading.labgen import (BEGIN_HIDDEN, BEGIN_SOLUTION, END_HIDDEN, END_SOLUTION, MARKDOWN_STUB,
+                                    generate, lab_from_solution, stale)
+from helpers.grading.migrate import migrate
+from helpers.grading.worker import check_call, is_test_cell
+from helpers.tools.notebooks import dumps
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS, LABS = ROOT / "solutions", ROOT / "labs"
+SOLUTION_FILES = sorted(SOLUTIONS.glob("lab*.ipynb"))
+GRADE_ID = re.compile(r"^[A-Za-z0-9_-]+$")
+PROMISE = re.compile(r"\((\d+) points?")
 
 
 def _sources(nb: dict) -> list[str]:
@@ -28,90 +29,122 @@ def _sources(nb: dict) -> list[str]:
     return ["".join(c["source"]) for c in nb["cells"]]
 
 
-def test_solution_block_becomes_stub_with_hint() -> None:
-    src = "def f(x):\n    # HINT: double it\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION\n"
-    out = strip_source(src)
-    assert "return 2 * x" not in out and BEGIN_SOLUTION not in out
-    assert "    raise NotImplementedError('Not implemented yet. Hint: double it')" in out
-    ns: dict = {}
-    exec(out, ns)  # the stub is valid Python and raises with the hint
-    with pytest.raises(NotImplementedError, match="double it"):
-        ns["f"](1)
+def _load(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
 
 
-def test_stub_without_hint_and_hint_used_once() -> None:
-    src = ("# HINT: first\n### BEGIN SOLUTION\na = 1\n### END SOLUTION\n"
-           "### BEGIN SOLUTION\nb = 2\n### END SOLUTION")
-    out = strip_source(src)
-    assert out.count("Hint: first") == 1
-    assert "raise NotImplementedError('Not implemented yet.')" in out
-
-
-def test_hidden_tests_removed_visible_kept() -> None:
-    src = f"assert f(1) == 2\n{BEGIN_HIDDEN}\nassert f(5) == 10  # secret\n{END_HIDDEN}\nprint('done')"
-    out = strip_source(src)
-    assert out == "assert f(1) == 2\nprint('done')"
-
-
-def test_markdown_answer_becomes_placeholder() -> None:
-    out = strip_source("Why?\n### BEGIN SOLUTION\nBecause.\n### END SOLUTION", markdown=True)
-    assert out == f"Why?\n{MARKDOWN_STUB}"
-
-
-def test_unclosed_marker_is_an_error() -> None:
-    with pytest.raises(ValueError, match="never closed"):
-        strip_source(f"{BEGIN_HIDDEN}\nassert True\n")
-
-
-def test_fixture_lab_keeps_metadata_drops_hidden() -> None:
+def test_fixture_lab_stubs_drops_hidden_and_keeps_metadata() -> None:
     lab = lab_from_solution(solution_nb())
     text = json.dumps(lab)
     assert SENTINEL not in text and "BEGIN HIDDEN" not in text and "return a + b" not in text
-    grade_ids = [c["metadata"].get("nbgrader", {}).get("grade_id") for c in lab["cells"]]
-    assert "lab98.add" in grade_ids and "lab98.mul" in grade_ids
+    assert "raise NotImplementedError()" in _sources(lab)[2]
+    meta = {c["metadata"]["nbgrader"]["grade_id"]: c["metadata"]["nbgrader"] for c in lab["cells"] if c["metadata"]}
+    assert meta["lab98-add"]["locked"] and meta["lab98-add"]["points"] == 2 and "checksum" in meta["lab98-add"]
     assert MARKDOWN_STUB in _sources(lab)[-1]
 
 
 def test_generate_writes_one_lab_per_solution(tmp_path: Path) -> None:
     sol = tmp_path / "solutions"
     sol.mkdir()
-    (sol / "lab98_fixture.ipynb").write_text(json.dumps(solution_nb()), encoding="utf-8")
-    written = generate(sol, tmp_path / "labs")
-    assert [p.name for p in written] == ["lab98_fixture.ipynb"]
+    (sol / "lab98_fixture.ipynb").write_text(dumps(solution_nb()), encoding="utf-8")
+    assert [p.name for p in generate(sol, tmp_path / "labs")] == ["lab98_fixture.ipynb"]
     assert stale(sol, tmp_path / "labs") == []
 
 
-def test_committed_labs_are_what_generate_writes() -> None:
-    out = stale(SOLUTIONS, LABS)
-    assert not out, f"labs out of date: {out}. Fix: python -m helpers.grading generate"
+def test_committed_labs_and_visible_cases_are_what_generate_writes() -> None:
+    out = stale(SOLUTIONS, LABS) + visible.stale()
+    assert not out, f"out of date: {out}. Fix: python -m helpers.grading generate"
     extra = {p.name for p in LABS.glob("*.ipynb")} - {p.name for p in SOLUTIONS.glob("*.ipynb")}
     assert not extra, f"labs without a solution: {sorted(extra)} (labs/ is generated; delete them)"
 
 
-def _hidden_only_lines(solution: dict) -> set[str]:
-    """Lines that occur only inside hidden-test blocks of a solution notebook."""
-    hidden, visible = set(), set()
-    for src in _sources(solution):
-        inside = False
-        for line in src.splitlines():
-            s = line.strip()
-            if s == BEGIN_HIDDEN:
-                inside = True
-            elif s == END_HIDDEN:
-                inside = False
-            elif s:
-                (hidden if inside else visible).add(s)
-    return hidden - visible
+@pytest.mark.slow
+def test_real_nbgrader_generates_the_same_labs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """nbgrader 0.9 accepts every solution and produces exactly the committed lab (sources and metadata)."""
+    import os
+    import sys
+
+    from nbgrader.apps import NbGraderAPI
+    from traitlets.config import Config
+
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")  # alembic
+    cfg = Config()
+    cfg.CourseDirectory.root = str(tmp_path)
+    cfg.CourseDirectory.db_url = f"sqlite:///{tmp_path / 'gradebook.db'}"
+    for sol in SOLUTION_FILES:
+        (tmp_path / "source" / sol.stem).mkdir(parents=True)
+        (tmp_path / "source" / sol.stem / sol.name).write_text(sol.read_text(encoding="utf-8"), encoding="utf-8")
+    api = NbGraderAPI(config=cfg)
+    for sol in SOLUTION_FILES:
+        api.gradebook.update_or_create_assignment(sol.stem)
+        result = api.generate_assignment(sol.stem, force=True, create=True)
+        assert result["success"], f"nbgrader refused {sol.name}:\n{result.get('error') or result.get('log')}"
+        made = _load(tmp_path / "release" / sol.stem / sol.name)
+        ours = _load(LABS / sol.name)
+        theirs = [("".join(c["source"]), c["metadata"].get("nbgrader")) for c in made["cells"]]
+        assert theirs == [("".join(c["source"]), c["metadata"].get("nbgrader")) for c in ours["cells"]], sol.name
 
 
-def test_hidden_tests_never_appear_under_labs() -> None:
-    lab_texts = {p: p.read_text(encoding="utf-8") for p in LABS.rglob("*") if p.is_file()}
-    for p, text in lab_texts.items():
-        assert "HIDDEN TESTS" not in text, f"{p} contains a hidden-test marker"
-    lab_lines = set()
-    for p in LABS.rglob("*.ipynb"):
-        for src in _sources(json.loads(lab_texts[p])):
-            lab_lines |= {s.strip() for s in src.splitlines() if s.strip()}
-    for sol in SOLUTIONS.glob("*.ipynb"):
-        leaked = _hidden_only_lines(json.loads(sol.read_text(encoding="utf-8"))) & lab_lines
-        assert not leaked, f"hidden-test lines of {sol.name} appear under labs/: {sorted(leaked)[:3]}"
+def _lab_and_hint_texts() -> dict[str, str]:
+    """Every text a student sees before solving: the labs' cells and every hint of every exercise."""
+    texts = {p.name: "\n".join(_sources(_load(p))) for p in LABS.glob("*.ipynb")}
+    for p in visible.FOLDER.glob("lab*.json"):
+        texts[p.name] = "\n".join(h for r in wire.loads(p.read_text(encoding="utf-8")) for h in r["hints"])
+    return texts
+
+
+def test_no_solution_line_hidden_test_or_give_away_hint_reaches_students() -> None:
+    texts = _lab_and_hint_texts()
+    assert not any("HIDDEN TESTS" in t for t in texts.values())
+    found = leaks(texts)
+    assert not found, f"solution or hidden lines visible to students: {found[:5]}"
+
+
+def test_the_leak_check_catches_a_planted_line() -> None:
+    line = next(iter(solution_lines(_load(SOLUTIONS / "lab00_warmup_quantize.ipynb"))))
+    assert leaks({"planted.ipynb": f"some markdown\n    {line}\n"}) == [f"planted.ipynb: {line}"]
+
+
+@pytest.mark.parametrize("solution", SOLUTION_FILES, ids=[p.stem for p in SOLUTION_FILES])
+def test_grade_ids_and_points_add_up_to_what_the_lab_promises(solution: Path) -> None:
+    nb = _load(solution)
+    promised, graded, ids = 0, 0.0, []
+    for cell in nb["cells"]:
+        meta = cell["metadata"].get("nbgrader")
+        src = "".join(cell["source"])
+        if cell["cell_type"] == "markdown":
+            promised += sum(int(n) for line in src.splitlines() if line.startswith(("#", "**"))
+                            for n in PROMISE.findall(line))
+        if not meta:
+            continue
+        ids.append(meta["grade_id"])
+        assert GRADE_ID.match(meta["grade_id"]) and meta.get("schema_version") == 3, meta
+        if meta.get("grade"):
+            graded += meta.get("points", 0)
+        if cell["cell_type"] == "code" and is_test_cell(cell):
+            call = check_call(src)
+            assert call and meta["grade_id"] == call[0].replace(".", "-"), (meta["grade_id"], call)
+            assert f'verify("{call[0]}", {call[1]})' in src, f"{meta['grade_id']}: no verify() in its hidden block"
+    assert len(ids) == len(set(ids)), f"repeated grade ids in {solution.name}"
+    assert graded == promised, f"{solution.name}: graded cells give {graded} points, the text promises {promised}"
+
+
+def test_migration_brings_an_old_format_lab_up_to_date() -> None:
+    old = {"cells": [
+        {"cell_type": "code", "metadata": {"nbgrader": {"grade": False, "grade_id": "lab97.f_code", "solution": True}},
+         "source": "def f(x):\n    # HINT: return 2 * x\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION"},
+        {"cell_type": "code", "metadata": {"nbgrader": {"grade": True, "grade_id": "lab97.f", "points": 2}},
+         "source": 'check("lab97.f", f)\n### BEGIN HIDDEN TESTS\ncheck("lab97.f", f, cases=[Case("h", (3,))])\n'
+                   "### END HIDDEN TESTS"},
+        {"cell_type": "markdown", "metadata": {"nbgrader": {"grade": False, "grade_id": "lab97.why", "solution": True}},
+         "source": "Why?\n### BEGIN SOLUTION\nBecause.\n### END SOLUTION"},
+    ]}
+    report: list[str] = []
+    new = migrate(old, report)
+    metas = [c["metadata"]["nbgrader"] for c in new["cells"]]
+    assert [m["grade_id"] for m in metas] == ["lab97-f_code", "lab97-f", "lab97-why"]
+    assert all(m["schema_version"] == 3 for m in metas) and metas[2]["grade"] and metas[2]["points"] == 1
+    assert "HINT" not in "".join(new["cells"][0]["source"])
+    assert 'verify("lab97.f", f)' in "".join(new["cells"][1]["source"])
+    assert any('cases=[Case("h", (3,))]' in r for r in report) and any("HINT" in r for r in report)
+    lab_from_solution(new)  # nbgrader's preprocessors accept it

@@ -1,6 +1,9 @@
 """Compare a student's answer with the expected one and explain the first difference.
 
-Serves: the labs (self-checks) and instructors (lab generation, batch grading).
+Runs in the student's notebook (self-check) and, for grading, in the grader's own process on
+plain data sent back from the student's kernel.
+
+Serves: the labs (self-checks) and instructors (batch grading).
 """
 
 from __future__ import annotations
@@ -8,6 +11,15 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+
+
+class BadAnswer(Exception):
+    """The student's function answered with the wrong kind of thing (its message says what was expected)."""
+
+
+def compare(got: Any, expected: Any, rule: str, rtol: float, atol: float) -> None:
+    """Compare by rule 'exact' or 'close'; raise AssertionError describing the first difference."""
+    compare_arrays(got, expected, rule == "exact", rtol, atol)
 
 
 def as_numpy(x: Any) -> Any:

@@ -1,6 +1,7 @@
-"""Write what grading found: the CSV gradebook and one markdown feedback file per submission.
+"""Write what grading found: the per-submission gradebook, the per-student summary, and one markdown
+feedback file per submission. Only the batch process writes these, from the workers' results.
 
-Serves: the labs (self-checks) and instructors (lab generation, batch grading).
+Serves: instructors (batch grading).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from helpers.grading.runner import RunResult, TestOutcome
 from helpers.grading.submissions import Submission
 
 FIXED_COLUMNS = ["student", "lab", "submission"]
-TOTAL_COLUMNS = ["points", "max_points", "notes"]
+TOTAL_COLUMNS = ["points", "max_points", "status", "notes"]
+GRADED = "graded"
 
 
 @dataclass
@@ -25,6 +27,10 @@ class Graded:
 
     submission: Submission
     result: RunResult
+
+    def status(self) -> str:
+        """'graded', or 'not graded: <the grader's own failure>'."""
+        return f"not graded: {self.result.not_graded}" if self.result.not_graded else GRADED
 
     def scores(self) -> dict[str, float]:
         """Points per grade_id (cells sharing a grade_id add up)."""
@@ -66,7 +72,40 @@ def write_gradebook(graded: list[Graded], path: Path) -> Path:
             got, possible = g.points()
             w.writerow([s.student, s.lab, str(s.path)]
                        + [_fmt(scores[c]) if c in scores else "" for c in cols]
-                       + [_fmt(got), _fmt(possible), len(g.result.notes) + len(g.result.cell_errors)])
+                       + [_fmt(got) if not g.result.not_graded else "", _fmt(possible), g.status(),
+                          len(g.result.notes) + len(g.result.cell_errors)])
+    os.replace(tmp, path)
+    return path
+
+
+def write_summary(graded: list[Graded], path: Path) -> Path:
+    """Write one row per student: the best score of each lab, the total, and the total possible."""
+    labs = sorted({g.submission.lab for g in graded})
+    best: dict[str, dict[str, Graded]] = {}
+    for g in graded:
+        mine = best.setdefault(g.submission.student, {})
+        old = mine.get(g.submission.lab)
+        if old is None or (bool(old.result.not_graded) and not g.result.not_graded) or g.points()[0] > old.points()[0]:
+            mine[g.submission.lab] = g
+    possible = {g.submission.lab: g.points()[1] for g in graded if g.points()[1]}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".summary-", suffix=".csv")
+    with os.fdopen(fd, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["student"] + labs + ["total", "max_total", "not_graded"])
+        for student in sorted(best):
+            row, total, missing = [], 0.0, []
+            for lab in labs:
+                kept = best[student].get(lab)
+                if kept is None:
+                    row.append("")
+                elif kept.result.not_graded:
+                    row.append("not graded")
+                    missing.append(lab)
+                else:
+                    row.append(_fmt(kept.points()[0]))
+                    total += kept.points()[0]
+            w.writerow([student] + row + [_fmt(total), _fmt(sum(possible.values())), " ".join(missing)])
     os.replace(tmp, path)
     return path
 
@@ -100,8 +139,9 @@ def feedback_markdown(g: Graded) -> str:
     """The feedback text for one submission."""
     s, r = g.submission, g.result
     got, possible = g.points()
-    lines = [f"# Feedback: {s.lab} — {s.student}", "",
-             f"Submission: `{s.path.name}`. Score: **{_fmt(got)} / {_fmt(possible)}**.", ""]
+    score = (f"**not graded** ({r.not_graded}); this is the grader's failure, not yours: it will be graded again"
+             if r.not_graded else f"Score: **{_fmt(got)} / {_fmt(possible)}**")
+    lines = [f"# Feedback: {s.lab} — {s.student}", "", f"Submission: `{s.path.name}`. {score}.", ""]
     if r.outcomes:
         lines += ["| exercise | result | points | message |", "|---|---|---|---|"]
         lines += [_row(o) for o in r.outcomes]
@@ -114,10 +154,9 @@ def feedback_markdown(g: Graded) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_feedback(graded: list[Graded], folder: Path) -> list[Path]:
-    """Write folder/<student>__<lab>.md for each submission; return the paths."""
-    folder.mkdir(parents=True, exist_ok=True)
-    paths, used = [], set()
+def feedback_names(graded: list[Graded]) -> list[str]:
+    """A unique file name per submission: <student>__<lab>.md (then _2, _3 ...)."""
+    names, used = [], set()
     for g in graded:
         base = f"{_safe(g.submission.student)}__{_safe(g.submission.lab)}"
         name, n = base, 1
@@ -125,7 +164,20 @@ def write_feedback(graded: list[Graded], folder: Path) -> list[Path]:
             n += 1
             name = f"{base}_{n}"
         used.add(name)
-        p = folder / f"{name}.md"
-        p.write_text(feedback_markdown(g), encoding="utf-8")
+        names.append(f"{name}.md")
+    return names
+
+
+def write_feedback(graded: list[Graded], folder: Path, only: set[int] | None = None) -> list[Path]:
+    """Write folder/<student>__<lab>.md for each submission (or the indexes in `only`); return the paths."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i, (g, name) in enumerate(zip(graded, feedback_names(graded))):
+        p = folder / name
+        if only is None or i in only:
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=".feedback-", suffix=".md")
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(feedback_markdown(g))
+            os.replace(tmp, p)
         paths.append(p)
     return paths

@@ -1,66 +1,45 @@
-"""Generate labs/ from solutions/: solution code becomes a stub, hidden tests disappear.
+"""Generate labs/ from solutions/ with nbgrader's own preprocessors (those of `nbgrader
+generate_assignment`, less the database step), then the course's canonical JSON.
 
-Markers (nbgrader's):  ### BEGIN SOLUTION / ### END SOLUTION  and
-### BEGIN HIDDEN TESTS / ### END HIDDEN TESTS. A comment line '# HINT: ...' placed before
-a solution block becomes the message of the stub's NotImplementedError.
+Markers (nbgrader's): ``### BEGIN SOLUTION`` / ``### END SOLUTION`` in answer cells (code: a stub
+that raises NotImplementedError; markdown: "YOUR ANSWER HERE"), and ``### BEGIN HIDDEN TESTS`` /
+``### END HIDDEN TESTS`` in test cells. The solutions are valid nbgrader source notebooks
+(schema version 3), so a real nbgrader course can use them unchanged.
 
-Serves: the labs (self-checks) and instructors (lab generation, batch grading).
+Serves: instructors (lab generation).
 """
 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
+
+import nbformat
 
 from helpers.tools.notebooks import canonical, dumps
 
 BEGIN_SOLUTION, END_SOLUTION = "### BEGIN SOLUTION", "### END SOLUTION"
 BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
-HINT = re.compile(r"^\s*# HINT:\s*(.*)$")
 MARKDOWN_STUB = "YOUR ANSWER HERE"
+CODE_STUB = "raise NotImplementedError()"
 
 
-def _stub(indent: str, hint: str) -> list[str]:
-    """The lines that replace a code solution block."""
-    message = f"Not implemented yet. Hint: {hint}" if hint else "Not implemented yet."
-    return [f"{indent}# YOUR CODE HERE\n", f"{indent}raise NotImplementedError({message!r})\n"]
+def _preprocessors() -> list:
+    """nbgrader's generate_assignment steps, in its order (without SaveCells, which needs its database)."""
+    from nbgrader.preprocessors import (CheckCellMetadata, ClearHiddenTests, ClearMarkScheme, ClearOutput,
+                                        ClearSolutions, ComputeChecksums, LockCells)
 
-
-def strip_source(source: str, markdown: bool = False) -> str:
-    """Replace solution blocks with stubs and delete hidden-test blocks in one cell's source."""
-    out: list[str] = []
-    hint, skipping = "", None
-    for line in source.splitlines(keepends=True):
-        stripped = line.strip()
-        if skipping:
-            if stripped == skipping:
-                skipping = None
-            continue
-        m = HINT.match(line)
-        if m:
-            hint = m.group(1).strip()
-        if stripped == BEGIN_SOLUTION:
-            indent = line[: len(line) - len(line.lstrip())]
-            out += [MARKDOWN_STUB + "\n"] if markdown else _stub(indent, hint)
-            skipping, hint = END_SOLUTION, ""
-        elif stripped == BEGIN_HIDDEN:
-            skipping = END_HIDDEN
-        else:
-            out.append(line)
-    if skipping:
-        raise ValueError(f"a '{skipping.replace('END', 'BEGIN')}' block is never closed by '{skipping}'.")
-    return "".join(out).rstrip("\n")
+    return [LockCells(), ClearSolutions(), ClearOutput(), CheckCellMetadata(), ComputeChecksums(),
+            ClearHiddenTests(), ClearMarkScheme(), ComputeChecksums(), CheckCellMetadata()]
 
 
 def lab_from_solution(solution: dict) -> dict:
     """The student version of a solution notebook dict."""
-    nb = canonical(solution)
-    for cell in nb["cells"]:
-        text = "".join(cell["source"])
-        new = strip_source(text, markdown=cell["cell_type"] == "markdown")
-        cell["source"] = new.splitlines(keepends=True)
-    return nb
+    nb = nbformat.reads(dumps(canonical(solution)), as_version=4)
+    resources: dict = {}
+    for pp in _preprocessors():
+        nb, resources = pp.preprocess(nb, resources)
+    return canonical(json.loads(nbformat.writes(nb)))
 
 
 def lab_path(solution_path: Path, labs_dir: Path) -> Path:

@@ -1,25 +1,32 @@
 """Find submitted notebooks, tell whose they are, and match each to its solution notebook.
 
-Naming convention (either works, and they mix):
-- a suffix:        lab04_per_channel_and_requant__alice.ipynb   (student 'alice')
-- a folder each:   alice/lab04_per_channel_and_requant.ipynb    (student 'alice')
-A download suffix such as ' (1)' or '-Copy1' after the lab name is tolerated.
+Names that work (they mix):
+- a suffix:              lab04_per_channel_and_requant__alice.ipynb          student 'alice'
+- a folder each:         alice/lab04_per_channel_and_requant.ipynb           student 'alice'
+- sections:              section1/alice/lab04_....ipynb                     student 'section1/alice'
+- LMS exports (Canvas):  alicesmith_1234_5678_lab04_....ipynb (also _LATE_)  student 'alicesmith'
+- LMS exports (Moodle):  Alice Smith_123_assignsubmission_file_lab04_....ipynb
+A download suffix (' (1)', '-Copy1') is ignored, on the student and on the lab; `--roster` maps
+any name or id that appears to the student's canonical id.
 
-Serves: the labs (self-checks) and instructors (lab generation, batch grading).
+Serves: instructors (batch grading).
 """
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from helpers.errors import InputError
-from helpers.grading.runner import TestCell
 
 STUDENT_SEP = "__"
-LAB_NUMBER = re.compile(r"^(lab\d+)")
+LAB_NUMBER = re.compile(r"(?:^|[^a-z0-9])(lab\d+)(?:[^0-9]|$)")
+COPY_SUFFIX = re.compile(r"(\s*\(\d+\)|-Copy\d*|\s+copy)$", re.IGNORECASE)
+CANVAS = re.compile(r"^(?P<name>[^_]+)(?:_LATE)?_(?P<uid>\d+)_(?P<sid>\d+)_(?P<file>.+)$")
+MOODLE = re.compile(r"^(?P<name>.+?)_(?P<uid>\d+)_assignsubmission_file_(?P<file>.+)$")
 
 
 @dataclass
@@ -33,8 +40,16 @@ class Submission:
 
 
 def file_hash(path: Path) -> str:
-    """SHA-256 of a file's bytes (to prove the grader never changes a submission)."""
+    """SHA-256 of a file's bytes."""
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def clean(name: str) -> str:
+    """A name without download suffixes such as ' (1)' or '-Copy1'."""
+    prev = None
+    while prev != name:
+        prev, name = name, COPY_SUFFIX.sub("", name).strip()
+    return name
 
 
 def find_notebooks(paths: list[str | Path]) -> list[tuple[Path, Path]]:
@@ -44,8 +59,7 @@ def find_notebooks(paths: list[str | Path]) -> list[tuple[Path, Path]]:
         if p.is_file() and p.suffix == ".ipynb":
             found.append((p, p.parent))
         elif p.is_dir():
-            found += [(nb, p) for nb in sorted(p.rglob("*.ipynb"))
-                      if ".ipynb_checkpoints" not in nb.parts]
+            found += [(nb, p) for nb in sorted(p.rglob("*.ipynb")) if ".ipynb_checkpoints" not in nb.parts]
         else:
             raise InputError(f"{p} is neither a notebook (.ipynb) nor a folder. "
                              f"Pass submitted notebooks or folders that hold them.")
@@ -53,14 +67,15 @@ def find_notebooks(paths: list[str | Path]) -> list[tuple[Path, Path]]:
 
 
 def match_solution(stem: str, solutions: list[Path]) -> Path | None:
-    """The solution for a submission's file stem: exact name, longest name prefix, or lab number."""
+    """The solution for a file stem: exact name, longest name prefix, or a unique lab number in it."""
+    stem = clean(stem)
     by_stem = {s.stem: s for s in solutions}
     if stem in by_stem:
         return by_stem[stem]
     prefixed = [s for s in solutions if stem.startswith(s.stem)]
     if prefixed:
         return max(prefixed, key=lambda s: len(s.stem))
-    m = LAB_NUMBER.match(stem)
+    m = LAB_NUMBER.search(stem.lower())
     if m:
         same = [s for s in solutions if s.stem.split("_", 1)[0] == m.group(1)]
         if len(same) == 1:
@@ -68,51 +83,59 @@ def match_solution(stem: str, solutions: list[Path]) -> Path | None:
     return None
 
 
-def describe(path: Path, root: Path, solutions: list[Path]) -> Submission:
-    """Work out student and lab of one submitted notebook."""
+def read_roster(path: str | Path | None) -> dict[str, str]:
+    """alias -> student from a CSV whose rows are `alias,student` (a header row is skipped)."""
+    if path is None:
+        return {}
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"roster {p} does not exist. Pass a CSV of alias,student rows.")
+    out: dict[str, str] = {}
+    with p.open(newline="", encoding="utf-8") as f:
+        for i, row in enumerate(csv.reader(f)):
+            if len(row) < 2 or not row[0].strip():
+                continue
+            if i == 0 and row[0].strip().lower() in ("alias", "name", "login", "from"):
+                continue
+            out[row[0].strip().lower()] = row[1].strip()
+    return out
+
+
+def _identity(path: Path, root: Path) -> tuple[str, str, list[str]]:
+    """(student, file stem holding the lab name, aliases to look up in a roster)."""
     stem = path.stem
+    for pattern in (CANVAS, MOODLE):
+        m = pattern.match(stem)
+        if m:
+            return clean(m["name"]), m["file"], [m["name"], m["uid"]]
     lab_part, sep, student = stem.partition(STUDENT_SEP)
-    if not sep or not student:
-        rel = path.parent.relative_to(root) if path.parent != root else Path()
-        student = rel.parts[0] if rel.parts else (path.parent.name or "unknown")
-        lab_part = stem
+    if sep and student:
+        return clean(student), lab_part, [student]
+    rel = path.parent.relative_to(root) if path.parent != root else Path()
+    parts = [clean(p) for p in rel.parts]
+    if parts:
+        return "/".join(parts), stem, [parts[-1], "/".join(parts)]
+    return clean(path.parent.name or "unknown"), stem, [path.parent.name]
+
+
+def describe(path: Path, root: Path, solutions: list[Path], roster: dict[str, str] | None = None) -> Submission:
+    """Work out student and lab of one submitted notebook."""
+    student, lab_part, aliases = _identity(path, root)
+    for alias in aliases:
+        if roster and alias.strip().lower() in roster:
+            student = roster[alias.strip().lower()]
+            break
     solution = match_solution(lab_part, solutions)
-    return Submission(path, student, solution.stem if solution else lab_part, solution)
+    return Submission(path, student, solution.stem if solution else clean(lab_part), solution)
 
 
-def discover(paths: list[str | Path], solutions_dir: Path) -> list[Submission]:
+def discover(paths: list[str | Path], solutions_dir: Path, roster: dict[str, str] | None = None) -> list[Submission]:
     """Every submission under `paths`, matched to solutions_dir/<lab>.ipynb."""
-    solutions = sorted(solutions_dir.glob("*.ipynb"))
+    solutions = sorted(Path(solutions_dir).glob("*.ipynb"))
     if not solutions:
         raise InputError(f"no solution notebooks in {solutions_dir}. Run from the course folder, "
                          f"or pass --solutions DIR.")
-    subs = [describe(nb, root, solutions) for nb, root in find_notebooks(paths)]
+    subs = [describe(nb, root, solutions, roster) for nb, root in find_notebooks(paths)]
     if not subs:
         raise InputError(f"no submitted notebooks found in {', '.join(map(str, paths))}.")
     return subs
-
-
-def graded_tests(solution: dict) -> list[TestCell]:
-    """The auto-graded test cells of a solution notebook: code cells with nbgrader grade=true."""
-    tests, seen = [], set()
-    for i, cell in enumerate(solution.get("cells", [])):
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        if cell.get("cell_type") != "code" or not meta.get("grade") or meta.get("solution"):
-            continue
-        gid = meta.get("grade_id")
-        if not gid or gid in seen:
-            raise InputError(f"test cell {i} of the solution has a missing or repeated grade_id "
-                             f"{gid!r}; give each graded cell a unique one.")
-        seen.add(gid)
-        points = meta.get("points", 0)
-        if isinstance(points, bool) or not isinstance(points, (int, float)) or points < 0:
-            raise InputError(f"test cell {gid!r} has points={points!r}; use a number of 0 or more.")
-        src = cell.get("source", "")
-        tests.append(TestCell(gid, float(points), "".join(src) if isinstance(src, list) else src))
-    return tests
-
-
-def is_test_cell(cell: dict) -> bool:
-    """True for a visible test cell left in a lab (graded, not an answer cell)."""
-    meta = cell.get("metadata", {}).get("nbgrader", {})
-    return bool(meta.get("grade")) and not meta.get("solution")

@@ -4,7 +4,7 @@ The specs are helpers.quant.core's own functions; the visible cases are small an
 each classic mistake changes the answer: a flipped zero-point sign, a missing clamp, rounding
 half away from zero instead of to even, int8 overflow before the subtraction.
 
-Serves: lab00 (its exercises: spec, visible cases, hint).
+Serves: lab00 (its answer key: specs, visible and hidden cases, hints).
 """
 
 from __future__ import annotations
@@ -65,6 +65,35 @@ def quantize_cases() -> list[Case]:
     ]
 
 
+def hidden_scale_cases() -> list[Case]:
+    """Hidden cases for the scale."""
+    rng = np.random.default_rng(2026)
+    return [
+        Case("hidden: one negative outlier", (np.array([0.1, -9.0, 3.0], np.float32),)),
+        Case("hidden: 32x16 weights", ((rng.normal(0, 0.05, (32, 16))).astype(np.float32),)),
+        Case("hidden: single tiny value", (np.array([-1e-6], np.float32),)),
+    ]
+
+
+def hidden_quantize_cases() -> list[Case]:
+    """Hidden cases for quantize: a clipped scale, a far zero point, ties with a zero point."""
+    rng = np.random.default_rng(7)
+    x = (rng.standard_t(3, size=(24, 20)) * 0.3).astype(np.float32)
+    clipped = float(np.percentile(np.abs(x), 99)) / 127
+    return [
+        Case("hidden: heavy tails, clipped (percentile) scale", (x, clipped, 0)),
+        Case("hidden: zero point -100 pushes values off the grid", (x, 0.01, -100)),
+        Case("hidden: ties with a zero point", (np.array([0.5, 1.5, 2.5, -3.5], np.float32), 1.0, 3)),
+    ]
+
+
+def hidden_dequantize_cases() -> list[Case]:
+    """Hidden cases for dequantize: every code at both extreme zero points."""
+    q = np.arange(-128, 128, dtype=np.int8)
+    return [Case("hidden: every code, zero point 127", (q, 0.02, 127)),
+            Case("hidden: every code, zero point -128", (q, 0.5, -128))]
+
+
 def dequantize_cases() -> list[Case]:
     """Visible cases for dequantize: symmetric, zero points at the int8 edges, weights."""
     q = np.random.default_rng(3).integers(-128, 128, size=(6, 8)).astype(np.int8)
@@ -79,18 +108,23 @@ def dequantize_cases() -> list[Case]:
 register(
     Exercise(
         id="lab00.scale", title="symmetric INT8 scale", spec=spec_scale, cases=scale_cases,
-        hint="scale = max(|x|) / 127, the largest magnitude on either side; if that is 0, return 1.0.",
-        compare="close", rtol=1e-6, atol=0.0,
+        hidden=hidden_scale_cases, compare="close", rtol=1e-6, atol=0.0,
+        hint="The scale maps the largest magnitude of x, on either side of zero, to the top code 127.",
+        hints=("Take the absolute value before the maximum, so that a large negative value counts; an "
+               "all-zero input needs a special case, because a scale of 0 divides by zero later.",),
     ),
     Exercise(
         id="lab00.quantize", title="quantize to INT8", spec=spec_quantize, cases=quantize_cases,
-        hint="q = clip(np.rint(x / scale) + zero_point, -128, 127).astype(np.int8): np.rint rounds "
-             "ties to even, the zero point is added, and the clip comes before the cast.",
+        hidden=hidden_quantize_cases,
+        hint="Divide by the scale, round to the nearest integer (ties to even), shift by the zero point, "
+             "then keep the result inside the int8 range.",
+        hints=("np.rint rounds ties to even. The zero point is added after rounding. Clip to [-128, 127] "
+               "before converting with .astype(np.int8): the cast alone wraps around instead of saturating.",),
     ),
     Exercise(
         id="lab00.dequantize", title="dequantize INT8", spec=spec_dequantize, cases=dequantize_cases,
-        hint="x_hat = (q.astype(np.float32) - zero_point) * scale: convert to float first, "
-             "or q - zero_point overflows int8.",
-        compare="close", rtol=1e-6, atol=1e-7,
+        hidden=hidden_dequantize_cases, compare="close", rtol=1e-6, atol=1e-7,
+        hint="Undo the shift by the zero point, then multiply by the scale; the result is float32.",
+        hints=("Convert q to float32 before subtracting the zero point: in int8, -128 - 5 wraps around to 123.",),
     ),
 )

@@ -1,106 +1,22 @@
 """Lab 1: arithmetic intensity, a correct GPU timer, and reading the roofline.
 
-The timer exercise runs on any machine: check() hands the student's timer a fake CUDA module
-(`FakeCuda`, the torch.cuda API: Event, synchronize) and a fake kernel whose calls return at
-once and whose work finishes later in real time, as on a GPU. A timer that forgets to
-synchronize measures almost nothing; one without warm-up catches the slow first calls.
+The timer exercise runs on any machine: the student's timer gets a fake CUDA module and a fake
+kernel (helpers.grading.kit.timer) whose work finishes later in real time, as on a GPU. A timer
+that forgets to synchronize measures almost nothing; one without warm-up catches the slow first calls.
 
-Serves: lab01 (its exercises: spec, visible cases, hint).
+Serves: lab01 (its answer key: specs, visible and hidden cases, hints).
 """
 
 from __future__ import annotations
 
-import statistics
-import time
 from collections.abc import Callable
 from typing import Any
 
-from helpers.perf import roofline
 from helpers.grading.exercise import Case, Exercise, register
+from helpers.grading.kit.timer import FakeCuda, FakeKernel, compare_classify, compare_timer, run_timer
+from helpers.perf import roofline
 
-
-# --- the fake GPU -----------------------------------------------------------------------------
-class FakeCuda:
-    """A stand-in for `torch.cuda`: one stream whose queued work finishes later in real time.
-
-    Events carry two stamps: the wall-clock time the GPU reaches them (for query/synchronize)
-    and a GPU-busy clock that advances only by queued work, so elapsed_time() measures the
-    work itself even when the host is slowed down by other load.
-    """
-
-    def __init__(self) -> None:
-        self.busy_until = time.perf_counter()  # wall clock when the queued work will have finished
-        self.gpu_clock = 0.0  # seconds of work queued so far
-        self.log: list[str] = []
-
-    def enqueue(self, seconds: float) -> None:
-        """Queue `seconds` of work behind what is queued already; return at once (asynchronous)."""
-        self.busy_until = max(self.busy_until, time.perf_counter()) + seconds
-        self.gpu_clock += seconds
-
-    def synchronize(self) -> None:
-        """Block until all queued work has finished (torch.cuda.synchronize)."""
-        self.log.append("synchronize")
-        _sleep_until(self.busy_until)
-
-    def Event(self, enable_timing: bool = False) -> "FakeEvent":  # noqa: N802 - torch.cuda's name
-        """A timing event on this fake stream (torch.cuda.Event)."""
-        return FakeEvent(self, enable_timing)
-
-
-class FakeEvent:
-    """torch.cuda.Event on the fake stream: record() marks the current end of the queue."""
-
-    def __init__(self, cuda: FakeCuda, enable_timing: bool):
-        self.cuda, self.enable_timing = cuda, enable_timing
-        self.stamp: float | None = None
-        self.gpu_stamp = 0.0
-
-    def record(self, stream: object = None) -> None:
-        """Mark the current end of the queue."""
-        self.cuda.log.append("record")
-        self.stamp = max(self.cuda.busy_until, time.perf_counter())
-        self.gpu_stamp = self.cuda.gpu_clock
-
-    def query(self) -> bool:
-        """True once the GPU has passed this event."""
-        return self.stamp is not None and time.perf_counter() >= self.stamp
-
-    def synchronize(self) -> None:
-        """Block until the GPU has passed this event."""
-        if self.stamp is None:
-            raise RuntimeError("synchronize() on an event that was never recorded: call record() first.")
-        _sleep_until(self.stamp)
-
-    def elapsed_time(self, end: "FakeEvent") -> float:
-        """Milliseconds of GPU work between this event and `end`; both must have completed, as in CUDA."""
-        if not (self.enable_timing and end.enable_timing):
-            raise RuntimeError("events must be created with Event(enable_timing=True) to measure time.")
-        if self.stamp is None or end.stamp is None:
-            raise RuntimeError("elapsed_time() needs both events recorded (call record() on each).")
-        if not (self.query() and end.query()):
-            raise RuntimeError("CUDA error: device not ready. The end event has not completed yet: "
-                               "call end.synchronize() (or cuda.synchronize()) before elapsed_time().")
-        return (end.gpu_stamp - self.gpu_stamp) * 1e3
-
-
-def _sleep_until(t: float) -> None:
-    """Sleep until perf_counter() reaches t."""
-    while (left := t - time.perf_counter()) > 0:
-        time.sleep(left)
-
-
-class FakeKernel:
-    """A callable that queues `ms` of GPU work per call, the first `cold` calls 10× longer."""
-
-    def __init__(self, cuda: FakeCuda, ms: float, cold: int):
-        self.cuda, self.ms, self.cold, self.calls = cuda, ms, cold, 0
-
-    def __call__(self) -> None:
-        slow = self.calls < self.cold
-        self.calls += 1
-        self.cuda.log.append("call")
-        self.cuda.enqueue(self.ms * (10 if slow else 1) / 1e3)
+__all__ = ["FakeCuda", "FakeKernel", "reference_timer"]
 
 
 # --- specs ------------------------------------------------------------------------------------
@@ -141,59 +57,9 @@ def reference_timer(fn: Callable[[], object], cuda: Any, warmup: int = 3, repeat
     return samples
 
 
-# --- the timer exercise's runner and comparison -------------------------------------------------
-def _run_timer(fn: Callable, case: Case) -> dict:
-    """Give the student's timer a fresh fake GPU and kernel; return its samples and the call count."""
-    cuda = FakeCuda()
-    kernel = FakeKernel(cuda, case.kwargs["ms"], case.kwargs["cold"])
-    got = fn(kernel, cuda, warmup=case.kwargs["cold"], repeats=case.kwargs["repeats"])
-    samples = [float(x) for x in got] if isinstance(got, (list, tuple)) else got
-    return {"samples": samples, "calls": kernel.calls}
-
-
-def _timer_spec(ms: float, cold: int, repeats: int) -> dict:
+def timer_spec(ms: float, cold: int, repeats: int) -> dict:
     """What a correct timer does: cold + repeats calls, `repeats` samples of about `ms` milliseconds."""
     return {"samples": [ms] * repeats, "calls": cold + repeats, "cold_ms": cold * 10 * ms}
-
-
-def _compare_timer(got: dict, expected: dict) -> None:
-    """Explain what a wrong timer got wrong: count, synchronization, warm-up.
-
-    Judged by medians and call counts, so that a correct host-clock timer passes on a busy machine.
-    """
-    samples, want = got["samples"], expected["samples"]
-    if not isinstance(samples, list):
-        raise AssertionError(f"return a list of per-repeat milliseconds, got {type(samples).__name__}.")
-    if len(samples) != len(want):
-        raise AssertionError(f"you returned {len(samples)} samples; expected one per repeat ({len(want)}).")
-    ms = want[0]
-    if statistics.median(samples) < 0.5 * ms:
-        raise AssertionError(f"your median is {statistics.median(samples):.3f} ms but each call does {ms} ms "
-                             "of GPU work. The call returns before the GPU finishes: synchronize before "
-                             "reading the clock (or use events and end.synchronize()).")
-    warm = expected["calls"] - len(want)
-    if got["calls"] < expected["calls"]:
-        raise AssertionError(f"fn was called {got['calls']} times; a timer with warmup={warm} and "
-                             f"repeats={len(want)} calls it {expected['calls']} times. Run the warm-up calls "
-                             "first: the first calls are slow (lazy initialisation, cold caches).")
-    if max(samples) > 0.5 * expected["cold_ms"]:
-        raise AssertionError(f"a sample took {max(samples):.1f} ms while a warm call takes {ms} ms: the slow "
-                             "warm-up work was still running when the clock started. Synchronize after "
-                             "the warm-up calls.")
-
-
-def _compare_classify(got: object, expected: list[tuple[str, float]]) -> None:
-    """Compare (bound, efficiency) pairs: bounds exactly, efficiencies to 1e-6 relative."""
-    if not isinstance(got, (list, tuple)) or len(got) != len(expected):
-        raise AssertionError(f"return one (bound, efficiency) pair per kernel: {len(expected)} pairs.")
-    for i, (g, (bound, eff)) in enumerate(zip(got, expected)):
-        if not isinstance(g, (list, tuple)) or len(g) != 2:
-            raise AssertionError(f"kernel #{i}: return a pair (bound, efficiency), got {g!r}.")
-        if g[0] != bound:
-            raise AssertionError(f"kernel #{i}: yours {g[0]!r} vs expected {bound!r}.")
-        if not abs(float(g[1]) - eff) <= 1e-6 * abs(eff) + 1e-12:
-            raise AssertionError(f"kernel #{i}: efficiency yours {float(g[1]):.4g} vs expected {eff:.4g}. "
-                                 "Divide by the roof at this kernel's intensity, not by the peak.")
 
 
 register(
@@ -202,8 +68,13 @@ register(
         spec=gemm_intensity,
         cases=lambda: [Case("square fp32", (1024, 1024, 1024, 4)), Case("GEMV-like bf16", (1, 4096, 4096, 2)),
                        Case("BERT FFN int8", (4096, 3072, 768, 1)), Case("tall fp16", (65536, 64, 64, 2))],
-        hint="FLOPs = 2·m·n·k (a multiply and an add). Bytes = bytes_per_element × (m·k + k·n + m·n): "
-             "read A and B, write C.",
+        hidden=lambda: [Case("hidden: tiny", (2, 2, 2, 1)),
+                        Case("hidden: ResNet 1x1 conv as GEMM", (3136 * 32, 256, 64, 2)),
+                        Case("hidden: fp8 LLM decode", (8, 8192, 8192, 1))],
+        hint="Intensity is the work divided by the traffic: count the floating-point operations, then the "
+             "bytes that must cross between DRAM and the chip at best.",
+        hints=("Each of the m·n·k terms is one multiply and one add. At best A and B are read once and C is "
+               "written once; every element costs bytes_per_element.",),
         compare="close", rtol=1e-9, atol=0.0, plot=False,
     ),
     Exercise(
@@ -213,22 +84,29 @@ register(
                        Case("GEMM 8192³ bf16 on H200", (1.1e12, 4.0e8, 989.0, 4800.0)),
                        Case("GEMM 512³ fp32 on a CPU", (2.7e8, 3.1e6, 1.0, 50.0)),
                        Case("batch-1 linear layer on an A100", (4.7e6, 4.7e6, 312.0, 2039.0))],
-        hint="Intensity = flops / bytes. The ridge point is peak / bandwidth in FLOP per byte: convert "
-             "TFLOP/s to FLOP/s (×1e12) and GB/s to B/s (×1e9). Left of the ridge is 'memory'.",
+        hidden=lambda: [Case("hidden: LayerNorm on H200", (5.0e8, 2.0e8, 989.0, 4800.0)),
+                        Case("hidden: big GEMM on T4", (6.9e10, 1.0e8, 65.0, 320.0)),
+                        Case("hidden: softmax on a CPU", (1.0e8, 4.0e8, 2.0, 40.0))],
+        hint="Compare the kernel's intensity with the machine's ridge point, the intensity at which the "
+             "two roofs meet.",
+        hints=("The ridge point is peak ÷ bandwidth in FLOP per byte, so both must be in base units: "
+               "TFLOP/s is 1e12 FLOP/s and GB/s is 1e9 B/s. Below the ridge the kernel is memory-bound.",),
         compare="exact", plot=False,
     ),
     Exercise(
         id="lab01.timer", title="a correct GPU timer",
-        spec=_timer_spec,
+        spec=timer_spec, run=run_timer, compare=compare_timer, plot=False,
         cases=lambda: [Case("2 ms kernel, 3 cold calls", kwargs={"ms": 2.0, "cold": 3, "repeats": 8}),
                        Case("4 ms kernel, 5 cold calls", kwargs={"ms": 4.0, "cold": 5, "repeats": 5})],
-        hint="Call fn() `warmup` times and synchronize; then per repeat: start = cuda.Event(enable_timing=True), "
-             "start.record(), fn(), end.record(), end.synchronize(), start.elapsed_time(end).",
-        compare=_compare_timer, run=_run_timer, plot=False,
+        hidden=lambda: [Case("hidden: 3 ms kernel, 2 cold calls", kwargs={"ms": 3.0, "cold": 2, "repeats": 6})],
+        hint="A GPU call only queues work. Warm up first, and make sure the work you time has finished "
+             "before you read any clock.",
+        hints=("Use a pair of timing events per repeat, recorded around the call, and wait for the end event "
+               "before asking for the time between them; wait for the warm-up calls too (cuda.synchronize()).",),
     ),
     Exercise(
         id="lab01.classify", title="classify measured kernels on the roofline",
-        spec=classify_kernels,
+        spec=classify_kernels, compare=compare_classify, plot=False,
         cases=lambda: [Case("H200 kernels", (
             [{"flops": 2.68e8, "bytes": 3.2e9, "seconds": 7.6e-4},
              {"flops": 1.1e12, "bytes": 4.0e8, "seconds": 1.4e-3},
@@ -236,8 +114,10 @@ register(
              {"flops": 4.2e9, "bytes": 3.5e7, "seconds": 2.0e-5}], 989.0, 4800.0)),
             Case("CPU kernels", ([{"flops": 2.1e9, "bytes": 1.2e7, "seconds": 0.04},
                                    {"flops": 1.0e7, "bytes": 1.2e8, "seconds": 0.015}], 0.1, 10.0))],
-        hint="For each kernel: intensity = flops/bytes; bound from the ridge point; attainable = "
-             "min(peak, intensity × bandwidth) in TFLOP/s; efficiency = achieved TFLOP/s ÷ attainable.",
-        compare=_compare_classify, plot=False,
+        hidden=lambda: [Case("hidden: A100", ([{"flops": 1.0e9, "bytes": 8.0e9, "seconds": 5.0e-3},
+                                                {"flops": 2.2e12, "bytes": 2.0e8, "seconds": 1.0e-2}], 312.0, 2039.0))],
+        hint="Efficiency is relative to the roof this kernel can reach at its own intensity, not to the peak.",
+        hints=("The attainable rate is the lower of the compute peak and intensity × bandwidth (watch the units: "
+               "TFLOP/s against GB/s). Achieved = flops / seconds.",),
     ),
 )

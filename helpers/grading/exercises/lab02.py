@@ -1,21 +1,14 @@
 """Lab 2: a coalesced copy and a bank-conflict-free shared-memory transpose, written in numba.
 
-Serves: lab02 (its exercises: spec, visible cases, hint).
+Serves: lab02 (its answer key: specs, visible and hidden cases, hints).
 """
 
 from __future__ import annotations
 
-import math
-from typing import Any
-
 import numpy as np
 
 from helpers.grading.exercise import Case, Exercise, register
-from helpers.grading.exercises import kernel_checks as kc
-
-COPY_THREADS = 128
-GPU_COPY_N = 1 << 26  # 256 MB of float32: several times the H200's 50 MB L2
-GPU_TRANSPOSE = 8192
+from helpers.grading.kit import kernel_perf, kernels
 
 
 def _copy_cases() -> list[Case]:
@@ -24,29 +17,10 @@ def _copy_cases() -> list[Case]:
     return [Case(f"{n} floats", (rng.random(n, dtype=np.float32),)) for n in (1000, 512)]
 
 
-def _run_copy(fn: Any, case: Case) -> kc.KernelRun:
-    """Launch copy_kernel[ceil(n/128), 128](src, dst) in the simulator, traced."""
-    (x,) = case.args
-    return kc.traced(fn, math.ceil(x.size / COPY_THREADS), COPY_THREADS, (x, np.zeros_like(x)), 1)
-
-
-def _compare_copy(got: kc.KernelRun, expected: np.ndarray) -> None:
-    """Exact values, then coalesced accesses."""
-    kc.values(got, expected)
-    kc.coalesced(got)
-
-
-def _perf_copy(fn: Any) -> tuple[float, float, str]:
-    """Your copy vs the reference one-element-per-thread copy, 256 MB, same run."""
-    from numba import cuda
-
-    from helpers.kernels.copy import copy_simple
-
-    src = cuda.to_device(np.ones(GPU_COPY_N, np.float32))
-    dst = cuda.device_array_like(src)
-    blocks = math.ceil(GPU_COPY_N / COPY_THREADS)
-    return kc.perf_ratio(lambda: fn[blocks, COPY_THREADS](src, dst),
-                         lambda: copy_simple[blocks, COPY_THREADS](src, dst), 0.9, "256 MB copy")
+def _hidden_copy_cases() -> list[Case]:
+    """Odd sizes."""
+    rng = np.random.default_rng(20)
+    return [Case(f"hidden: {n} floats", (rng.random(n, dtype=np.float32),)) for n in (777, 129)]
 
 
 def _transpose_cases() -> list[Case]:
@@ -55,50 +29,41 @@ def _transpose_cases() -> list[Case]:
     return [Case(f"{r}x{c}", (rng.random((r, c), dtype=np.float32),)) for r, c in ((32, 32), (32, 64))]
 
 
-def _run_transpose(fn: Any, case: Case) -> kc.KernelRun:
-    """Launch transpose_kernel[(cols/32, rows/32), (32, 8)](src, dst) in the simulator, traced."""
-    from helpers.kernels.transpose import grid
-
-    (a,) = case.args
-    blocks, threads = grid(*a.shape)
-    return kc.traced(fn, blocks, threads, (a, np.zeros(a.shape[::-1], np.float32)), 1)
+def _hidden_transpose_cases() -> list[Case]:
+    """A tall matrix and partial tiles."""
+    rng = np.random.default_rng(21)
+    return [Case("hidden: 64x32", (rng.random((64, 32), dtype=np.float32),)),
+            Case("hidden: 20x40 (partial tiles)", (rng.random((20, 40), dtype=np.float32),))]
 
 
-def _compare_transpose(got: kc.KernelRun, expected: np.ndarray) -> None:
-    """Exact values, coalesced global accesses, conflict-free shared memory."""
-    kc.values(got, expected)
-    kc.coalesced(got)
-    kc.conflict_free(got)
+def copy_spec(x: np.ndarray) -> np.ndarray:
+    """The copied array."""
+    return x.copy()
 
 
-def _perf_transpose(fn: Any) -> tuple[float, float, str]:
-    """Your transpose vs the reference padded transpose, 8192 x 8192 float32, same run."""
-    from numba import cuda
-
-    from helpers.kernels.transpose import grid, transpose_padded
-
-    n = GPU_TRANSPOSE
-    src = cuda.to_device(np.ones((n, n), np.float32))
-    dst = cuda.device_array_like(src)
-    blocks, threads = grid(n, n)
-    return kc.perf_ratio(lambda: fn[blocks, threads](src, dst),
-                         lambda: transpose_padded[blocks, threads](src, dst), 0.8, "8192² transpose")
+def transpose_spec(a: np.ndarray) -> np.ndarray:
+    """The transposed array."""
+    return np.ascontiguousarray(a.T)
 
 
 register(
     Exercise(
-        id="lab02.copy", title="coalesced copy kernel",
-        spec=lambda x: x.copy(), cases=_copy_cases, run=_run_copy, compare=_compare_copy,
-        perf=_perf_copy, plot=False,
-        hint="i = cuda.grid(1) gives thread i of the whole grid; guard with if i < src.size, "
-             "then dst[i] = src[i]. Consecutive threads must touch consecutive elements.",
+        id="lab02.copy", title="coalesced copy kernel", spec=copy_spec, cases=_copy_cases,
+        hidden=_hidden_copy_cases, run=kernels.run_copy, compare=kernels.compare_copy,
+        perf=kernel_perf.copy, plot=False,
+        hint="Give each thread of the whole grid one element, so that neighbouring threads touch "
+             "neighbouring elements; the last block runs past the end of the array.",
+        hints=("cuda.grid(1) is the thread's index in the whole grid. Guard against indices at or past "
+               "src.size before touching memory.",),
     ),
     Exercise(
-        id="lab02.transpose", title="padded shared-memory transpose",
-        spec=lambda a: np.ascontiguousarray(a.T), cases=_transpose_cases, run=_run_transpose,
-        compare=_compare_transpose, perf=_perf_transpose, plot=False,
-        hint="Read a 32x32 tile row by row into cuda.shared.array((32, 33), float32), "
-             "cuda.syncthreads(), then write it out row by row from the tile's columns, with "
-             "blockIdx.x and blockIdx.y swapped. Each thread handles rows ty, ty+8, ty+16, ty+24.",
+        id="lab02.transpose", title="padded shared-memory transpose", spec=transpose_spec,
+        cases=_transpose_cases, hidden=_hidden_transpose_cases, run=kernels.run_transpose,
+        compare=kernels.compare_transpose, perf=kernel_perf.transpose, plot=False,
+        hint="Stage a 32x32 tile in shared memory: read it with coalesced rows, wait for the whole block, "
+             "then write the transposed tile out with coalesced rows too.",
+        hints=("One extra column of padding in the shared tile moves each row to a different bank. After the "
+               "barrier, the block writes the tile whose block indices are swapped; each thread handles "
+               "four rows, 8 apart.",),
     ),
 )

@@ -5,7 +5,7 @@ changes the answer: the wrong channel axis (non-square weights), a missing clamp
 than max|w| / 127), rounding half away from zero (exact ties), a flipped zero-point sign, and
 float rounding instead of the integer rounding shift.
 
-Serves: lab04 (its exercises: spec, visible cases, hint).
+Serves: lab04 (its answer key: specs, visible and hidden cases, hints).
 """
 
 from __future__ import annotations
@@ -88,29 +88,55 @@ def requantize_cases() -> list[Case]:
     ]
 
 
+def hidden_scale_cases() -> list[Case]:
+    """Hidden: a conv weight, and a negative axis."""
+    rng = np.random.default_rng(404)
+    return [Case("hidden: conv 8x4x3x3", (rng.normal(size=(8, 4, 3, 3)).astype(np.float32), 0)),
+            Case("hidden: axis -1", (rng.normal(size=(3, 5)).astype(np.float32), -1))]
+
+
+def hidden_quantize_cases() -> list[Case]:
+    """Hidden: 3-D weights, clipped scales, channels on the last axis."""
+    w = np.random.default_rng(405).normal(size=(6, 2, 3)).astype(np.float32)
+    return [Case("hidden: 3-D, axis 0, clipped", (w, np.full(6, 0.005, np.float32), 0)),
+            Case("hidden: 3-D, axis 2", (w, np.array([0.01, 0.02, 0.5], np.float32), 2))]
+
+
+def hidden_requantize_cases() -> list[Case]:
+    """Hidden: large accumulators, the lowest zero point."""
+    acc = np.random.default_rng(406).integers(-2**24, 2**24, 50).astype(np.int32)
+    return [Case("hidden: large accumulators", (acc, 1518500250, 7, 0)),
+            Case("hidden: zero point -128", (acc, 1518500250, 7, -128))]
+
+
 register(
     Exercise(
         id="lab04.per_channel_scale", title="per-channel symmetric scales", spec=spec_per_channel_scale,
-        cases=scale_cases, compare="close", rtol=1e-6, atol=0.0,
-        hint="reduce np.abs(w).max over every axis except `axis` (axis=tuple(...)), divide by 127, "
-             "and use 1.0 where the maximum is 0; return float32.",
+        cases=scale_cases, hidden=hidden_scale_cases, compare="close", rtol=1e-6, atol=0.0,
+        hint="One symmetric scale per channel: the largest magnitude within that channel, mapped to 127.",
+        hints=("Reduce over every axis except `axis` (np.max accepts a tuple of axes); a channel of zeros gets "
+               "1.0; return float32.",),
     ),
     Exercise(
         id="lab04.quantize_per_channel", title="per-channel INT8 quantization",
-        spec=spec_quantize_per_channel, cases=quantize_cases,
-        hint="reshape scales so they broadcast along `axis` (shape [1, ..., C, ..., 1]), then "
-             "np.clip(np.rint(w / s), -128, 127).astype(np.int8): rint rounds ties to even.",
+        spec=spec_quantize_per_channel, cases=quantize_cases, hidden=hidden_quantize_cases,
+        hint="Divide each channel by its own scale, round ties to even, and saturate to the int8 range.",
+        hints=("Give the scales a shape that broadcasts along `axis` (size 1 on every other axis). Clip before "
+               "the int8 cast.",),
     ),
     Exercise(
         id="lab04.quantize_multiplier", title="fixed-point multiplier", spec=spec_quantize_multiplier,
-        cases=multiplier_cases,
-        hint="f, e = np.frexp(m) gives m = f * 2**e with 0.5 <= f < 1; M0 = round(f * 2**31), "
-             "shift = -e; if M0 reaches 2**31, halve it and add 1 to e.",
+        cases=multiplier_cases, hidden=lambda: [Case(f"hidden: m = {m}", (m,)) for m in (0.25, 0.1, 1e-7, 0.999)],
+        hint="Split m into a mantissa in [0.5, 1) and a power of two, then store the mantissa as a 31-bit integer.",
+        hints=("np.frexp does the split. Rounding the mantissa can reach 2**31 exactly: then halve it and move "
+               "the exponent by one.",),
     ),
     Exercise(
         id="lab04.requantize", title="integer-only requantization", spec=spec_requantize,
-        cases=requantize_cases,
-        hint="in int64: total = 31 + shift; r = (acc * M0 + (1 << (total - 1))) >> total; then "
-             "ADD the zero point and clip to -128..127 before casting to int8.",
+        cases=requantize_cases, hidden=hidden_requantize_cases,
+        hint="Multiply by M0, then divide by a power of two with a right shift that rounds to nearest, "
+             "add the output zero point, and saturate.",
+        hints=("Work in int64: the product needs 62 bits. Adding half of the divisor before the shift makes it "
+               "round; add (do not subtract) the zero point; clip before the int8 cast.",),
     ),
 )

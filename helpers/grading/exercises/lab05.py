@@ -4,7 +4,7 @@ Specs are helpers.quant.calibrators' own functions (tested against pytorch-quant
 Known-wrong variants (tests/test_ch06_lab05.py): the tail not folded into the last bin, Q spread
 over empty bins too, bin 0 not replaced, KL arguments reversed or not normalised.
 
-Serves: lab05 (its exercises: spec, visible cases, hint).
+Serves: lab05 (its answer key: specs, visible and hidden cases, hints).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def histogram_cases() -> list[Case]:
     """Visible cases: signed data (take |x|), ReLU outputs, few bins."""
     return [
         Case("signed values, 16 bins", (np.random.default_rng(0).normal(size=500).astype(np.float32), 16)),
-        Case("ReLU activations, 512 bins", (_relu_acts(1), 512)),
+        Case("ReLU activations, 512 bins", (_relu_acts(1, 4000), 512)),
         Case("3 values, 8 bins", (np.array([0.0, -1.0, 0.5], np.float32), 8)),
     ]
 
@@ -89,28 +89,49 @@ def entropy_cases() -> list[Case]:
     return out
 
 
+def hidden_entropy_cases() -> list[Case]:
+    """Hidden: a Laplace distribution over 400 bins."""
+    counts, edges = spec_abs_histogram(np.random.default_rng(504).laplace(size=30000).astype(np.float32), 400)
+    return [Case("hidden: Laplace, 400 bins", (counts, edges, 128))]
+
+
+def hidden_candidate_cases() -> list[Case]:
+    """Hidden: sparse bins, and a clip at the very end."""
+    b = np.random.default_rng(503).integers(0, 5, 300).astype(float)
+    return [Case("hidden: sparse bins, 128 levels", (b, 257, 128)), Case("hidden: i = len(bins)", (b, 300, 16))]
+
+
 register(
     Exercise(
         id="lab05.abs_histogram", title="histogram of |x|", spec=spec_abs_histogram, cases=histogram_cases,
+        hidden=lambda: [Case("hidden: 2-D input", (np.random.default_rng(501).laplace(size=(30, 40))
+                                                    .astype(np.float32), 64))],
         compare="close", rtol=1e-6, atol=0.0,
-        hint="np.histogram(np.abs(x).ravel(), bins=num_bins, range=(0, np.abs(x).max())).",
+        hint="Histogram the magnitudes, with equal bins that start at 0 and end at the largest magnitude.",
+        hints=("np.histogram takes bins= and range=(low, high); flatten |x| first. It returns (counts, edges).",),
     ),
     Exercise(
         id="lab05.kl_divergence", title="KL divergence", spec=spec_kl_divergence, cases=kl_cases,
+        hidden=lambda: [Case("hidden: long vectors", (np.arange(1, 50, dtype=float), np.arange(50, 1, -1, dtype=float)))],
         compare="close", rtol=1e-9, atol=1e-12,
-        hint="normalise p and q to sum 1; sum p * log(p / q) over p > 0; return np.inf if q is 0 "
-             "where p > 0.",
+        hint="Turn both histograms into probabilities first; then only bins where p is positive contribute.",
+        hints=("Sum p·log(p/q) over the bins with p > 0. If q is 0 in such a bin the divergence is infinite "
+               "(np.inf).",),
     ),
     Exercise(
         id="lab05.candidate_distributions", title="P and Q for one clipping point",
-        spec=spec_candidate_distributions, cases=candidate_cases, compare="close", rtol=1e-9, atol=1e-12,
-        hint="P = bins[:i] with bins[i:].sum() added to its last bin. For Q, group the first i bins "
-             "with np.digitize; each group's total is shared equally by its NON-EMPTY bins only.",
+        spec=spec_candidate_distributions, cases=candidate_cases, hidden=hidden_candidate_cases,
+        compare="close", rtol=1e-9, atol=1e-12,
+        hint="P is the histogram clipped at bin i (what lies beyond lands in its last bin); Q is P's first i "
+             "bins squeezed into num_levels groups and spread back.",
+        hints=("Group the first i bins with np.digitize over np.linspace(0, i, num_levels + 1). Each group's "
+               "total is shared equally by its non-empty bins only; empty bins stay 0.",),
     ),
     Exercise(
         id="lab05.entropy_amax", title="entropy calibration", spec=spec_entropy_amax, cases=entropy_cases,
-        compare="close", rtol=1e-9, atol=0.0,
-        hint="copy the counts and set bins[0] = bins[1]; for i in start_bin..len(bins) compute "
-             "KL(P, Q) with 128 levels; return edges[i] of the LAST smallest divergence.",
+        hidden=hidden_entropy_cases, compare="close", rtol=1e-9, atol=0.0,
+        hint="Try every clipping bin from start_bin to the end, and keep the one whose P and Q differ least.",
+        hints=("Replace bins[0] by bins[1] first (on a copy). Use 128 levels. On equal divergences keep the "
+               "later bin; return the edge at that bin.",),
     ),
 )

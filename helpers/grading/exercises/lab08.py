@@ -1,10 +1,12 @@
 """Lab 8: deploy an INT8 model: scales for export, the Q/DQ rules, parity, throughput.
 
 Each visible case is chosen so that a classic mistake changes the answer: scales over the
-wrong axis, accepting uint8 or a non-zero zero point, comparing the deployment with the labels
-instead of the fake-quant reference, averaging latencies instead of taking the median.
+wrong axis, accepting uint8 or a non-zero zero point, requiring axis 0 of every per-channel weight
+(a ConvTranspose reads its output channels on axis 1, a MatMul weight [K, N] on its last axis),
+comparing the deployment with the labels instead of the fake-quant reference, averaging latencies
+instead of taking the median.
 
-Serves: lab08 (its exercises: spec, visible cases, hint).
+Serves: lab08 (its answer key: specs, visible and hidden cases, hints).
 """
 
 from __future__ import annotations
@@ -20,12 +22,14 @@ def spec_weight_scales(w: np.ndarray) -> np.ndarray:
     return np.maximum(amax, np.float32(1e-8)) / np.float32(127)
 
 
-def spec_qdq_node_ok(zero_point: np.ndarray, axis: int, weight: bool) -> bool:
-    """TensorRT's explicit-quantization rules for one Q/DQ node: int8, zero point 0, weights on axis 0."""
+def spec_qdq_node_ok(zero_point: np.ndarray, axis: int, weight: bool, expected_axis: int | None) -> bool:
+    """TensorRT's explicit-quantization rules for one Q/DQ node: int8, zero point 0, and per-channel weight
+    scales on the axis that indexes the reading layer's output channels (`expected_axis`, as qdq_nodes()
+    gives it; None: no axis rule)."""
     zp = np.asarray(zero_point)
     if zp.dtype != np.int8 or np.any(zp != 0):
         return False
-    return not (weight and zp.size > 1 and axis != 0)
+    return not (weight and zp.size > 1 and expected_axis is not None and axis != expected_axis)
 
 
 def spec_agreement(reference: np.ndarray, logits: np.ndarray) -> tuple[float, float]:
@@ -59,16 +63,18 @@ def scale_cases() -> list[Case]:
 
 
 def rule_cases() -> list[Case]:
-    """One good node per role, then one broken rule at a time."""
+    """One good node per role and layer, then one broken rule at a time."""
     z = np.zeros
     return [
-        Case("activation: int8, zero point 0", (z((), np.int8), 1, False)),
-        Case("weight: 16 channels on axis 0", (z(16, np.int8), 0, True)),
-        Case("uint8 zero point (ONNX Runtime's default activations)", (z((), np.uint8), 1, False)),
-        Case("zero point 3 (asymmetric)", (np.array(3, np.int8), 1, False)),
-        Case("weight scales on axis 1", (z(16, np.int8), 1, True)),
-        Case("per-tensor weight (axis does not matter)", (z((), np.int8), 1, True)),
-        Case("int32 zero point (a bias DQ)", (z(16, np.int32), 0, True)),
+        Case("activation: int8, zero point 0", (z((), np.int8), 1, False, None)),
+        Case("Conv weight: 16 channels on axis 0", (z(16, np.int8), 0, True, 0)),
+        Case("ConvTranspose weight: 16 channels on axis 1", (z(16, np.int8), 1, True, 1)),
+        Case("uint8 zero point (ONNX Runtime's default activations)", (z((), np.uint8), 1, False, None)),
+        Case("zero point 3 (asymmetric)", (np.array(3, np.int8), 1, False, None)),
+        Case("Linear weight [N, K] with scales on axis 1", (z(16, np.int8), 1, True, 0)),
+        Case("MatMul weight [K, N] with scales on axis 0", (z(16, np.int8), 0, True, 1)),
+        Case("per-tensor weight (axis does not matter)", (z((), np.int8), 1, True, 0)),
+        Case("int32 zero point (a bias DQ)", (z(16, np.int32), 0, True, 0)),
     ]
 
 
@@ -93,46 +99,56 @@ def throughput_cases() -> list[Case]:
     ]
 
 
+def hidden_scale_cases() -> list[Case]:
+    """Hidden: a 3-D weight with one loud channel."""
+    w = _rng(88).normal(0, 0.2, (24, 16, 3)).astype(np.float32)
+    w[5] *= 10
+    return [Case("hidden: (24, 16, 3) with a loud channel", (w,))]
+
+
+def hidden_agreement_cases() -> list[Case]:
+    """Hidden: four rows whose logits are reversed."""
+    r = _rng(9).normal(0, 1, (40, 7)).astype(np.float32)
+    g = r.copy()
+    g[:4] = g[:4, ::-1]
+    return [Case("hidden: 4 rows reversed", (r, g))]
+
+
 register(
     Exercise(
-        "lab08.weight_scales",
-        "per-channel weight scales for the Q/DQ export",
-        spec_weight_scales,
-        scale_cases,
-        "One scale per output channel: reshape to (w.shape[0], -1), then max of |w| "
-        "along axis 1, divided by 127.",
-        compare="close",
-        rtol=1e-6,
-        atol=0,
+        id="lab08.weight_scales", title="per-channel weight scales for the Q/DQ export", spec=spec_weight_scales,
+        cases=scale_cases, hidden=hidden_scale_cases, compare="close", rtol=1e-6, atol=0,
+        hint="One symmetric scale per output channel (axis 0): that channel's largest magnitude mapped to 127.",
+        hints=("Merge every axis after the first into one, whatever the weight's rank (2-D Linear, 3-D Conv1d, "
+               "4-D Conv), then take the largest magnitude along the merged axis; return float32.",),
     ),
     Exercise(
-        "lab08.qdq_rules",
-        "TensorRT's rules for one Q/DQ node",
-        spec_qdq_node_ok,
-        rule_cases,
-        "Three rules: zero_point.dtype is int8, every zero point is 0, and a per-channel weight "
-        "(zero_point.size > 1) uses axis 0.",
-        compare="exact",
+        id="lab08.qdq_rules", title="TensorRT's rules for one Q/DQ node", spec=spec_qdq_node_ok,
+        cases=rule_cases, compare="exact",
+        hidden=lambda: [Case("hidden: per-channel activation-like on axis 1", (np.zeros(4, np.int8), 1, False, None)),
+                        Case("hidden: uint8 weight", (np.zeros(4, np.uint8), 0, True, 0)),
+                        Case("hidden: one non-zero channel", (np.array([0, 0, 1], np.int8), 0, True, 0)),
+                        Case("hidden: ConvTranspose weight on axis 0", (np.zeros(8, np.int8), 0, True, 1)),
+                        Case("hidden: MatMul weight [K, N] on its last axis", (np.zeros(8, np.int8), 1, True, 1)),
+                        Case("hidden: a weight not followed to its layer", (np.zeros(8, np.int8), 2, True, None))],
+        hint="Three rules, each one a single test: the zero point's type, its values, and, for per-channel "
+             "weights, the axis of the layer's output channels.",
+        hints=("Look at zero_point.dtype (only int8), whether any zero point is non-zero, and whether a weight "
+               "with more than one zero point is quantized along expected_axis (when there is one: None means "
+               "no axis rule).",),
     ),
     Exercise(
-        "lab08.agreement",
-        "parity with the fake-quant reference",
-        spec_agreement,
-        agreement_cases,
-        "Compare argmax of the deployed logits with argmax of the REFERENCE logits (not the labels), "
-        "then the largest absolute logit difference.",
-        compare="close",
-        rtol=1e-6,
-        atol=1e-9,
+        id="lab08.agreement", title="parity with the fake-quant reference", spec=spec_agreement,
+        cases=agreement_cases, hidden=hidden_agreement_cases, compare="close", rtol=1e-6, atol=1e-9,
+        hint="Parity is judged against the model the deployment was built from, not against the labels.",
+        hints=("Top-1 agreement: the fraction of rows whose argmax (last axis) is the same in both. Then the "
+               "largest absolute difference of any logit.",),
     ),
     Exercise(
-        "lab08.throughput",
-        "throughput from latencies",
-        spec_throughput,
-        throughput_cases,
-        "items/s = batch / median(latencies): the median ignores one-off hiccups.",
-        compare="close",
-        rtol=1e-9,
-        atol=0,
+        id="lab08.throughput", title="throughput from latencies", spec=spec_throughput, cases=throughput_cases,
+        hidden=lambda: [Case("hidden: batch 64", (64, np.array([0.2, 0.1, 0.3])))],
+        compare="close", rtol=1e-9, atol=0,
+        hint="Items per second from a typical batch latency, one that a single hiccup does not move.",
+        hints=("Use the median latency, and remember that each latency covers a whole batch.",),
     ),
 )
