@@ -9,38 +9,63 @@ CELL_TIMEOUT ?= 900
 BROWSER ?= 1
 ARTIFACTS := artifacts
 
-.PHONY: setup lab test unit notebooks browser browser-deps labs grade gpu-report cpu-reference site fmt typecheck
+.PHONY: setup lab test unit notebooks browser browser-deps sandbox-deps labs grade release gpu-report cpu-reference site fmt typecheck
+
+## The pinned packages go in with uv, which downloads and installs in parallel; with pip alone when
+## uv cannot be installed or fails, or with INSTALLER=pip. torch always comes through pip: pip reads
+## the machine's own wheel sources (find-links, extra indexes), where a CPU build may lie, and uv
+## keeps the torch it finds installed.
+INSTALLER ?= uv
+UV_PIN := uv==0.13.8
+PIP_INSTALL := $(PY) -m pip install -q --disable-pip-version-check
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt
-	$(PY) -m pip install -q --disable-pip-version-check --no-deps -r requirements-dev.txt
+	$(PIP_INSTALL) $$(grep -E '^torch==' requirements.txt)
+	@if [ "$(INSTALLER)" = uv ] && $(PIP_INSTALL) $(UV_PIN) && \
+	    $(VENV)/bin/uv pip install -q --python $(PY) -r requirements.txt && \
+	    $(VENV)/bin/uv pip install -q --python $(PY) --no-deps -r requirements-dev.txt -e .; then \
+	  echo "installed the pinned packages with uv"; else \
+	  if [ "$(INSTALLER)" = uv ]; then echo "uv failed: installing with pip instead"; fi; \
+	  $(PIP_INSTALL) -r requirements.txt && $(PIP_INSTALL) --no-deps -r requirements-dev.txt && \
+	  $(PIP_INSTALL) --no-deps -e . ; fi
 	$(PY) typings/patch_tensorrt_stubs.py >/dev/null
-	$(PY) -m pip install -q --disable-pip-version-check --no-deps -e .
 	$(PY) -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "GPU INT8 course" >/dev/null
 	mkdir -p $(VENV)/share/jupyter/lab/settings && cp jupyter/overrides.json $(VENV)/share/jupyter/lab/settings/
+	@# nbgrader is the instructors' tool (make labs/grade); students do not see its menus in JupyterLab.
+	$(VENV)/bin/jupyter server extension disable --sys-prefix nbgrader.server_extensions.formgrader \
+	  nbgrader.server_extensions.validate_assignment nbgrader.server_extensions.assignment_list \
+	  nbgrader.server_extensions.course_list >/dev/null 2>&1
+	$(VENV)/bin/jupyter labextension disable --level=sys_prefix @jupyter/nbgrader >/dev/null 2>&1
 	@touch $(STAMP)
 
 setup: $(STAMP)
 
-## Open the workbook in JupyterLab on the start page.
+## Open the workbook in JupyterLab: the repository is its root, the start notebook opens first.
+## jupyter/lab.sh holds the command line (the browser tests start the server through it too);
+## extra options: make lab LAB_ARGS="--no-browser --port=8899"
 lab: setup
-	$(VENV)/bin/jupyter lab $$( [ "$$(id -u)" = 0 ] && echo --allow-root ) notebooks/00_start_here.ipynb
+	COURSE_VENV=$(VENV) bash jupyter/lab.sh $(LAB_ARGS)
 
 ## Everything CI runs: unit tests, every notebook and solution (nbval), the labs, the browser tests.
 test: setup
 	@start=$$(date +%s); \
-	$(MAKE) --no-print-directory unit notebooks browser && \
+	$(MAKE) --no-print-directory sandbox-deps unit notebooks browser && \
 	$(PY) -m helpers.tools.suite_time "$$start" $(ARTIFACTS)/suite_time.json
 
 unit: setup
 	$(PY) -m pytest tests -m "not browser" -q
 
+## Every notebook and solution under nbval; tests/nbval_guard.py also fails cells that run > 10 s without a
+## progress bar and figures with problems (helpers.figure_check); nothing may be left in nbval's private TMPDIR.
 notebooks: setup
-	@mkdir -p $(ARTIFACTS) && rm -f $(ARTIFACTS)/cpu_records.jsonl
-	WORKBOOK_RESULTS=$(CURDIR)/$(ARTIFACTS)/cpu_records.jsonl WORKBOOK_FIGURES=$(CURDIR)/$(ARTIFACTS)/figures \
-	  $(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env \
-	  --nbval-cell-timeout=$(CELL_TIMEOUT) notebooks solutions
+	@mkdir -p $(ARTIFACTS) && rm -f $(ARTIFACTS)/cpu_records.jsonl $(ARTIFACTS)/figure_problems.jsonl
+	@tmp=$$(mktemp -d) && \
+	TMPDIR=$$tmp WORKBOOK_RESULTS=$(CURDIR)/$(ARTIFACTS)/cpu_records.jsonl WORKBOOK_FIGURES=$(CURDIR)/$(ARTIFACTS)/figures \
+	  WORKBOOK_FIGURE_LINT=$(CURDIR)/$(ARTIFACTS)/figure_problems.jsonl \
+	  $(PY) -m pytest -q -p no:cacheprovider -p tests.nbval_guard --nbval-lax --nbval-current-env \
+	  --nbval-cell-timeout=$(CELL_TIMEOUT) notebooks solutions; rc=$$?; \
+	$(PY) -m helpers.tools.report check-tmp "$$tmp" || rc=1; rm -rf "$$tmp"; exit $$rc
 	$(PY) -m helpers.tools.report check-names $(ARTIFACTS)/cpu_records.jsonl
 
 ## Store this machine's notebook measurements as the CPU reference (after `make test`).
@@ -58,13 +83,28 @@ browser-deps:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "chromium is missing: install it, or skip the browser tests with: make test BROWSER=0"; exit 1; fi; }
 
-## Regenerate labs/ from solutions/ (instructors).
+## bubblewrap, the grader's sandbox (no network, read-only system, private /tmp); installed when run as
+## root with apt-get, else the grader runs submissions without it (docs/instructors.md says what that loses).
+sandbox-deps:
+	@command -v bwrap >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
+	  else echo "bubblewrap is missing: the grading tests run submissions without the sandbox"; fi; }
+
+## Regenerate labs/ and the students' visible cases (helpers/grading/visible/) from solutions/ (instructors).
 labs: setup
 	$(PY) -m helpers.grading generate
 
-## Grade a folder of submissions: make grade SUBMISSIONS=path/to/folder
+## Grade a folder of submissions: make grade SUBMISSIONS=path/to/folder [JOBS=2] [ROSTER=roster.csv]
+## (exit status 3: some submissions were not graded, the grader's own failure; run again to resume)
 grade: setup
-	$(PY) -m helpers.grading grade $(SUBMISSIONS) --out $(ARTIFACTS)/grades
+	$(PY) -m helpers.grading grade $(SUBMISSIONS) --out $(ARTIFACTS)/grades --jobs $(or $(JOBS),1) \
+	  $(if $(ROSTER),--roster $(ROSTER))
+
+## What students receive (labs, chapters, the course package without answer keys, reference data):
+## artifacts/release/ and artifacts/release.tar.gz
+release: setup
+	$(PY) -m helpers.grading release --out $(ARTIFACTS)/release
 
 ## Run every notebook, collect the measurements, write results + summary + plots.
 gpu-report: setup
@@ -79,4 +119,4 @@ fmt: setup
 	$(PY) -m helpers.tools.notebooks fmt
 
 typecheck: setup
-	$(PY) -m mypy helpers/deploy/tensorrt_backend.py
+	$(PY) -m mypy helpers/deploy/tensorrt_backend.py helpers/deploy/trt_family.py helpers/deploy/trt_protocol.py helpers/deploy/trt_layers.py

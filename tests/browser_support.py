@@ -1,8 +1,9 @@
-"""Plumbing for the JupyterLab tests: a headless lab server on a free port, and headless Chromium.
+"""Plumbing for the JupyterLab tests: JupyterLab started as `make lab` starts it, and headless Chromium.
 
-The server runs from this virtualenv with a token, on 127.0.0.1, in its own process group,
-with its own config, settings and workspace folders (nothing from the user's ~/.jupyter leaks in).
-Notebooks are served from a temporary copy, so that autosave never writes outputs into the repo.
+The server is jupyter/lab.sh (what `make lab` runs) plus --no-browser, 127.0.0.1, a free port and
+a token, in its own process group, with fresh config, settings and workspace folders (as a new
+student has: nothing from ~/.jupyter leaks in). It serves a temporary copy of the course tree, so
+that autosave never writes outputs into the repository.
 Every failure message names a screenshot and ends with the tail of the server log.
 """
 
@@ -27,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
+LAUNCHER = "jupyter/lab.sh"  # `make lab` runs it: the one definition of how the server starts
+START = "notebooks/00_start_here.ipynb"
 ARTIFACTS = REPO / "artifacts" / "browser"
 KERNEL = "gpu-int8-course"
 CHROMIUM_FLAGS = (
@@ -70,12 +73,21 @@ class LabServer:
     token: str
     root: Path
     log_path: Path
+    home: Path
     _log: Any = field(default=None, repr=False)
 
     def url(self, path: str = "/lab") -> str:
         """Full URL of `path` on this server, with the token."""
         sep = "&" if "?" in path else "?"
         return f"http://127.0.0.1:{self.port}{path}{sep}token={self.token}"
+
+    def start_url(self) -> str:
+        """The page `make lab` opens in the browser: the file jupyter writes for it (file:// URL)."""
+        found = sorted((self.home / "runtime").glob("jpserver-file-to-run-*-open.html"))
+        if not found:
+            raise AssertionError("jupyter wrote no page that opens a file: does "
+                                 f"{LAUNCHER} still name {START}?\n{self.log_tail()}")
+        return found[0].as_uri()
 
     def log_tail(self, lines: int = 40) -> str:
         """The last lines of the server log (for failure messages)."""
@@ -104,9 +116,9 @@ class LabServer:
 
 
 def lab_env(home: Path) -> dict[str, str]:
-    """Environment for the server: this venv first on PATH, private Jupyter config folders."""
+    """Environment for the server: this venv, and fresh Jupyter folders (as a new student has)."""
     env = {k: v for k, v in os.environ.items() if k not in _STRIP_ENV}
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["COURSE_VENV"] = sys.prefix
     env["JUPYTER_CONFIG_DIR"] = str(home / "config")
     env["JUPYTERLAB_SETTINGS_DIR"] = str(home / "settings")
     env["JUPYTERLAB_WORKSPACES_DIR"] = str(home / "workspaces")
@@ -115,23 +127,22 @@ def lab_env(home: Path) -> dict[str, str]:
     return env
 
 
-def start_lab(root: Path, log_path: Path, timeout: float = 120.0,
-              extra_args: tuple[str, ...] = ()) -> LabServer:
-    """Start `jupyter lab` headless on a free port with a token, serving `root`; wait for it."""
+def lab_command(root: Path, port: int, token: str) -> list[str]:
+    """`make lab`'s command line (jupyter/lab.sh in `root`) plus headless, address, port and token."""
+    return ["bash", str(root / LAUNCHER), "--no-browser", "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
+            f"--IdentityProvider.token={token}"]
+
+
+def start_lab(root: Path, log_path: Path, timeout: float = 120.0) -> LabServer:
+    """Start JupyterLab as `make lab` does, from the course tree at `root`; wait until it answers."""
     port, token = free_port(), secrets.token_hex(16)
     home = Path(tempfile.mkdtemp(prefix="lab-home-"))
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [
-        sys.executable, "-m", "jupyterlab", "--no-browser",
-        "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
-        f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}", *extra_args,
-    ]
-    if hasattr(os, "geteuid") and os.geteuid() == 0:
-        cmd.append("--allow-root")
     log = open(log_path, "w", encoding="utf-8")  # noqa: SIM115 - closed by LabServer.stop
-    proc = subprocess.Popen(cmd, cwd=root, env=lab_env(home), stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    server = LabServer(proc, port, token, root, log_path, log)
+    proc = subprocess.Popen(lab_command(root, port, token), cwd=root, env=lab_env(home),
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    server = LabServer(proc, port, token, root, log_path, home, log)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -147,28 +158,36 @@ def start_lab(root: Path, log_path: Path, timeout: float = 120.0,
                        f"Server log ({log_path}):\n{server.log_tail()}")
 
 
-def served_path(nb: Path) -> str:
-    """Where a notebook appears in the served folder: its repo-relative path, else labs/<name>."""
+def course_files() -> list[Path]:
+    """The course tree as a fresh clone has it: what git tracks, plus new files it does not ignore."""
     try:
-        return nb.resolve().relative_to(REPO).as_posix()
-    except ValueError:
-        return f"labs/{nb.name}"
+        out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                             cwd=REPO, capture_output=True, check=True).stdout.decode()
+        return [REPO / f for f in out.split("\0") if f and (REPO / f).is_file()]
+    except (OSError, subprocess.CalledProcessError):  # not a git checkout: all but build outputs
+        skip = {".git", ".venv", "artifacts", "__pycache__", ".ipynb_checkpoints", ".mypy_cache",
+                ".pytest_cache", ".hypothesis"}
+        return [p for p in REPO.rglob("*") if p.is_file() and not skip & set(p.relative_to(REPO).parts)]
 
 
 @contextlib.contextmanager
-def lab_server(notebooks: list[Path], name: str) -> Iterator[LabServer]:
-    """A lab server over a temporary folder holding copies of `notebooks` (see served_path)."""
+def course_server(name: str) -> Iterator[LabServer]:
+    """JupyterLab started as `make lab` does, over a temporary copy of the course tree.
+
+    A copy, so that autosave and the kernels' files never land in the repository.
+    """
     root = Path(tempfile.mkdtemp(prefix=f"lab-{name}-"))
-    for nb in notebooks:
-        dest = root / served_path(nb)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(nb, dest)
+    for src in course_files():
+        target = root / src.relative_to(REPO)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, target)
     server = start_lab(root, ARTIFACTS / f"{name}-server.log")
     try:
         yield server
     finally:
         server.stop()
         shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(server.home, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -212,11 +231,44 @@ def failure(page: Any, server: LabServer, name: str, what: str) -> str:
             f"Server log ({server.log_path}), last lines:\n{server.log_tail()}")
 
 
-def open_notebook(page: Any, server: LabServer, relpath: str, timeout_ms: int = 120_000) -> None:
-    """Open a notebook in JupyterLab and wait until its kernel is idle."""
-    page.goto(server.url(f"/lab/tree/{relpath}"), wait_until="domcontentloaded")
-    page.locator(".jp-NotebookPanel .jp-Notebook .jp-Cell").first.wait_for(timeout=timeout_ms)
+# The notebook in the current tab (other tabs' panels are hidden, so they have no size).
+PANEL = ".jp-NotebookPanel:visible"
+_PANEL_JS = ("const panel = [...document.querySelectorAll('.jp-NotebookPanel')]"
+             ".find(p => p.getBoundingClientRect().width > 0);")
+
+
+def open_notebook(page: Any, server: LabServer, relpath: str, workspace: str = "",
+                  timeout_ms: int = 120_000) -> None:
+    """Open a notebook by URL (in a named workspace, if given) and wait until its kernel is idle."""
+    prefix = f"/lab/workspaces/{workspace}" if workspace else "/lab"
+    page.goto(server.url(f"{prefix}/tree/{relpath}"), wait_until="domcontentloaded")
     wait_kernel_idle(page, timeout_ms)
+
+
+def file_browser_names(page: Any) -> list[str]:
+    """The names listed in the file browser's current folder."""
+    page.locator(".jp-DirListing-item").first.wait_for()
+    return [n.strip() for n in page.locator(".jp-DirListing-itemText").all_inner_texts()]
+
+
+def file_browser_open(page: Any, relpath: str) -> list[list[str]]:
+    """Open `relpath` from the file browser, from its root, by double-clicks as a student does.
+
+    Returns the listing of every folder passed through (the root first).
+    """
+    page.locator(".jp-BreadCrumbs-home").first.click()
+    listings, parts = [], relpath.split("/")
+    for depth, name in enumerate(parts):
+        crumb = "/".join(parts[:depth])
+        if crumb:  # wait until the browser shows the folder just entered
+            page.locator(f".jp-BreadCrumbs-item[data-path='{crumb}']").wait_for()
+        page.locator(".jp-DirListing-itemText", has_text=re.compile(f"^{re.escape(name)}$")).wait_for()
+        listings.append(file_browser_names(page))
+        page.locator(".jp-DirListing-item", has=page.locator(
+            ".jp-DirListing-itemText", has_text=re.compile(f"^{re.escape(name)}$"))).dblclick()
+    page.locator(".lm-TabBar-tab.lm-mod-current", has_text=parts[-1]).wait_for()
+    wait_kernel_idle(page)
+    return listings
 
 
 def kernel_dialog_visible(page: Any) -> bool:
@@ -225,16 +277,17 @@ def kernel_dialog_visible(page: Any) -> bool:
 
 
 def kernel_name(page: Any) -> str:
-    """The kernel display name shown in the notebook toolbar."""
-    return page.locator(".jp-NotebookPanel .jp-KernelName").first.inner_text().strip()
+    """The kernel display name shown in the current notebook's toolbar."""
+    return page.locator(f"{PANEL} .jp-KernelName").first.inner_text().strip()
 
 
 def wait_kernel_idle(page: Any, timeout_ms: int = 120_000) -> None:
-    """Wait until the notebook's kernel exists and reports idle (toolbar indicator)."""
+    """Wait until the current notebook shows its cells and its kernel exists and reports idle."""
     page.wait_for_function(
-        """() => {
-            const el = document.querySelector('.jp-NotebookPanel .jp-Notebook-ExecutionIndicator');
-            const name = document.querySelector('.jp-NotebookPanel .jp-KernelName');
+        "() => {" + _PANEL_JS + """
+            if (!panel || !panel.querySelector('.jp-Cell')) return false;
+            const el = panel.querySelector('.jp-Notebook-ExecutionIndicator');
+            const name = panel.querySelector('.jp-KernelName');
             return el && el.getAttribute('data-status') === 'idle' && name
                 && !/no kernel|starting/i.test(name.textContent || '');
         }""",
@@ -249,11 +302,12 @@ def run_all_cells(page: Any) -> None:
 
 
 def wait_done(page: Any, timeout_ms: int = 180_000) -> None:
-    """Wait until no cell is queued or running ('[*]') and the kernel is idle again."""
+    """Wait until no cell of the current notebook is queued or running ('[*]') and it is idle."""
     page.wait_for_function(
-        """() => {
-            const prompts = [...document.querySelectorAll('.jp-NotebookPanel .jp-InputPrompt')];
-            const el = document.querySelector('.jp-NotebookPanel .jp-Notebook-ExecutionIndicator');
+        "() => {" + _PANEL_JS + """
+            if (!panel) return false;
+            const prompts = [...panel.querySelectorAll('.jp-InputPrompt')];
+            const el = panel.querySelector('.jp-Notebook-ExecutionIndicator');
             return prompts.every(p => !p.textContent.includes('*'))
                 && el && el.getAttribute('data-status') === 'idle';
         }""",
@@ -261,16 +315,40 @@ def wait_done(page: Any, timeout_ms: int = 180_000) -> None:
     )
 
 
+def cell(page: Any, index: int) -> Any:
+    """The `index`-th cell of the current notebook (all cells are in the page)."""
+    return page.locator(f"{PANEL} .jp-Notebook .jp-Cell").nth(index)
+
+
+def cell_output(page: Any, index: int) -> str:
+    """The text of a cell's outputs (empty when it has none)."""
+    area = cell(page, index).locator(".jp-OutputArea")
+    return (area.first.text_content() or "") if area.count() else ""
+
+
+def cell_ran(page: Any, index: int) -> bool:
+    """True when the cell's prompt shows an execution count, such as [3]."""
+    prompt = cell(page, index).locator(".jp-InputPrompt").first.text_content() or ""
+    return re.search(r"\[\d+\]", prompt) is not None
+
+
 def set_cell_source(page: Any, index: int, source: str) -> None:
     """Replace the text of the `index`-th cell with `source` (typed into its editor)."""
-    cell = page.locator(".jp-NotebookPanel .jp-Notebook .jp-Cell").nth(index)
-    cell.scroll_into_view_if_needed()
-    editor = cell.locator(".cm-content").first
-    editor.click()
+    target = cell(page, index)
+    target.scroll_into_view_if_needed()
+    target.locator(".cm-content").first.click()
     page.keyboard.press("Control+a")
     page.keyboard.press("Delete")
     page.keyboard.insert_text(source)
     page.keyboard.press("Escape")
+
+
+def run_cells_from(page: Any, index: int, count: int) -> None:
+    """Run `count` cells from the `index`-th one, with Shift+Enter as a student does."""
+    cell(page, index).locator(".jp-InputPrompt").first.click()
+    for _ in range(count):
+        page.keyboard.press("Shift+Enter")
+    wait_done(page)
 
 
 @contextlib.contextmanager

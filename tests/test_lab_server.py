@@ -1,22 +1,57 @@
-"""`make lab` works: JupyterLab starts headless from .venv, serves /lab, knows the course kernel,
-has the widgets extension, and carries the course's settings overrides (no news toast)."""
+"""`make lab` works: JupyterLab, started as `make lab` starts it (jupyter/lab.sh), serves the whole
+course tree with the start notebook first, knows the course kernel (and makes it the default), has
+the widgets extension, and carries the course's settings overrides (no news toast)."""
 
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 import pytest
 
-from browser_support import KERNEL, REPO, http_get, lab_server
+from browser_support import KERNEL, LAUNCHER, REPO, START, course_server, http_get
 
 
 @pytest.fixture(scope="module")
 def server():
-    """One lab server over a copy of the start notebook, stopped after the module."""
-    with lab_server([REPO / "notebooks" / "00_start_here.ipynb"], "smoke") as srv:
+    """One server started as `make lab` starts it, over a copy of the course tree."""
+    with course_server("smoke") as srv:
         yield srv
+
+
+def _names(server, folder: str) -> set[str]:
+    """The names the server lists in `folder` (relative to its root)."""
+    status, body = http_get(server.url(f"/api/contents/{folder}"))
+    assert status == 200, f"GET /api/contents/{folder} gave HTTP {status}: {body[:300]}"
+    return {item["name"] for item in json.loads(body)["content"]}
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_lab_runs_the_shared_launcher():
+    out = subprocess.run(["make", "-n", "--no-print-directory", "lab"], cwd=REPO,
+                         capture_output=True, text=True, check=True).stdout
+    lab_line = [ln for ln in out.splitlines() if LAUNCHER in ln]
+    assert lab_line, (f"`make lab` no longer runs {LAUNCHER}, so the browser tests do not start "
+                      f"the server the way it does. make -n lab prints:\n{out}")
+
+
+def test_the_whole_course_is_served(server):
+    root = _names(server, "")
+    assert {"notebooks", "labs", "README.md"} <= root, (
+        f"the server's root is not the repository (it lists {sorted(root)[:6]}...), so labs/ cannot "
+        f"be opened. Fix: {LAUNCHER} must pass --ServerApp.root_dir=<the repository>")
+    for folder in ("notebooks", "labs"):
+        want = {p.name for p in (REPO / folder).glob("*.ipynb")}
+        assert want and want <= _names(server, folder), f"{folder}/ is not served in full"
+
+
+def test_the_start_notebook_opens_first(server):
+    page = Path(unquote(urlparse(server.start_url()).path)).read_text(encoding="utf-8")
+    assert f"/lab/tree/{START}?token=" in page, f"`make lab` would open:\n{page}"
 
 
 def test_lab_page_is_served(server):
@@ -36,6 +71,7 @@ def test_course_kernel_is_registered_in_the_venv(server):
     specs = json.loads(body)["kernelspecs"]
     assert KERNEL in specs, (f"kernel {KERNEL!r} is not registered (have {sorted(specs)}). "
                              "Fix: make setup (it runs ipykernel install --sys-prefix).")
+    assert json.loads(body)["default"] == KERNEL, "new notebooks would not get the course kernel"
     python = Path(specs[KERNEL]["spec"]["argv"][0])
     assert python.resolve() == Path(sys.executable).resolve(), (
         f"the {KERNEL} kernel runs {python}, not this venv's {sys.executable}. Fix: make setup")

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# How the course starts JupyterLab. `make lab` runs this file, and so do tests/test_lab_server.py
+# and tests/test_browser.py, which add only --no-browser, an address, a port and a token.
+#   - the server's root is the repository: every chapter (notebooks/) and lab (labs/) is in its
+#     file browser;
+#   - the start notebook opens first;
+#   - the course kernel is the default, so a new notebook gets it too.
+# Extra arguments go to `jupyter lab` (make lab LAB_ARGS="--no-browser --port=8899").
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+venv="${COURSE_VENV:-.venv}"
+args=(--ServerApp.root_dir="$PWD" --MultiKernelManager.default_kernel_name=gpu-int8-course)
+if [ "$(id -u)" = 0 ]; then args+=(--allow-root); fi
+exec "$venv/bin/jupyter" lab "${args[@]}" "$@" notebooks/00_start_here.ipynb
