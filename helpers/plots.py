@@ -50,19 +50,29 @@ def use_style() -> None:
 
 
 def label_device(ax: plt.Axes, device: str | None = None, note: str = "") -> None:
-    """Write the device (and a note such as 'stored reference, 2026-11-29') in the figure's bottom-right corner."""
+    """Write the device (and a note such as 'stored reference, 2026-11-29') under the figure's bottom-right corner.
+
+    The label sits just below the figure's edge, so it never covers an axis label; figures are shown
+    and saved with a tight bounding box, which includes it.
+    """
     if device is None:
         from helpers.device import device_label
 
         device = device_label()
-    text = device + (f" · {note}" if note else "")
+    text = device + (f" · {note}" if note and note.lower() not in device.lower() else "")
     fig = ax.figure
     existing = getattr(fig, "_workbook_device_label", None)
     if existing is not None:  # one label per figure, however many axes it has
         if text not in existing.get_text():
-            existing.set_text(existing.get_text() + " | " + text)
+            existing.set_text(existing.get_text() + "\n" + text)
         return
-    fig._workbook_device_label = fig.text(0.995, 0.005, text, ha="right", va="bottom", fontsize=7, color="0.35")
+    fig._workbook_device_label = fig.text(0.995, -0.01, text, ha="right", va="top", fontsize=7, color="0.35")
+
+
+def zoomed(ax: plt.Axes, why: str) -> None:
+    """Say why a linear y axis does not start at zero (the figure check accepts it then); the reason joins the y label."""
+    ax._workbook_zoom_reason = why
+    ax.set_ylabel(f"{ax.get_ylabel()}\n(axis zoomed: {why})")
 
 
 def save_figure(fig: plt.Figure, name: str) -> Path | None:
@@ -98,7 +108,10 @@ def bar_ratios(
         ax.legend()
     ax.set_ylabel(ylabel)
     ax.set_title(title)
-    ax.tick_params(axis="x", labelrotation=20)
+    crowded = len(labels) > 5 or max(map(len, labels), default=0) > 10
+    ax.tick_params(axis="x", labelrotation=40 if crowded else 0)
+    if crowded:  # slanted labels end under their bar
+        plt.setp(ax.get_xticklabels(), ha="right", rotation_mode="anchor")
     label_device(ax, device, note)
     fig.tight_layout()
     save_figure(fig, name or title)
@@ -118,8 +131,9 @@ def sweep(
     note: str = "",
     name: str | None = None,
     ax: plt.Axes | None = None,
+    ymin: float | None = None,
 ) -> plt.Figure:
-    """Lines of one or more measured series against a swept parameter."""
+    """Lines of one or more measured series against a swept parameter (`ymin=0` starts a linear y axis at zero)."""
     if ax is None:
         fig, ax = plt.subplots()
     else:
@@ -131,7 +145,11 @@ def sweep(
         ax.set_xscale("log", base=2)
     if logy:
         ax.set_yscale("log")
-    if len(ys) > 1:
+    if ymin is not None:
+        ax.set_ylim(bottom=ymin)
+    if len(ys) > 3:  # many lines leave no empty corner: the legend goes beside the axes
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
+    elif len(ys) > 1:
         ax.legend()
     label_device(ax, device, note)
     fig.tight_layout()

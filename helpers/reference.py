@@ -1,5 +1,8 @@
 """Stored reference results (from a real GPU run, and from the CPU CI machine), shown beside yours.
 
+Every stored display says where its numbers come from: device, date and the software they ran with
+(``provenance(source)``), because the reference runs did not always use the pinned versions.
+
 Serves: core — used by chapters 0–11.
 """
 
@@ -7,7 +10,8 @@ from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Iterable, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +22,13 @@ from helpers.errors import InputError
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE_DIR = ROOT / "reference"
 SOURCES = ("h200", "cpu")
+SOURCE_NAMES = {"h200": "stored H200 run", "cpu": "stored CPU run"}
+# How the software of a record is named in provenance lines, in this order.
+SOFTWARE = (("torch", "torch"), ("cuda", "CUDA"), ("driver", "driver"), ("onnxruntime", "ONNX Runtime"),
+            ("numba", "numba"), ("cupy", "cupy"), ("numpy", "numpy"), ("tensorrt", "TensorRT"),
+            ("python", "Python"))
+PIN_FILES = ("requirements.txt", "requirements-gpu.txt")
+PIN_NAMES = {"onnxruntime": "onnxruntime", "cupy": "cupy-cuda12x", "tensorrt": "tensorrt-cu12"}
 
 
 @dataclass(frozen=True)
@@ -34,8 +45,6 @@ class Target:
         if measured is None or self.op == "reported" or self.value is None:
             return None
         return {">=": operator.ge, "<=": operator.le}[self.op](measured, self.value)
-
-
 TARGETS: tuple[Target, ...] = (
     Target("copy.cupy_over_d2d", ">=", 0.92, "best cupy copy kernel ÷ torch device-to-device copy"),
     Target("copy.numba_over_d2d", ">=", 0.92, "best numba copy kernel ÷ torch device-to-device copy"),
@@ -93,43 +102,140 @@ def lookup_all(prefix: str, source: str = "h200") -> list[Record]:
     return [r for r in load(source) if r.name.startswith(prefix)]
 
 
+# ---- provenance: which device, date and software a stored run used ---------------------------------
+
+def software(source: str = "h200", records: Iterable[Record] | None = None) -> dict[str, str]:
+    """The software versions a run used: the stored `source`, or the given records (CUDA read from a
+    '+cuNNN' torch build when not recorded)."""
+    found: dict[str, str] = {}
+    for r in load(source) if records is None else records:
+        found.update({k: v for k, v in r.versions.items() if k not in found})
+    cu = re.search(r"\+cu(\d+)(\d)$", found.get("torch", ""))
+    if "cuda" not in found and cu:
+        found["cuda"] = f"{cu.group(1)}.{cu.group(2)}"
+    return found
+
+
+def provenance(source: str = "h200", short: bool = False) -> str:
+    """'NVIDIA H200, 2026-11-29; torch 2.11.0+cu130, CUDA 13.0, …, Python 3.12.3' for one stored run.
+
+    `short` gives the figure-footer form (device, date and the versions that matter most).
+    """
+    recs = load(source)
+    if not recs:
+        return f"no stored {source} run yet"
+    sw = software(source)
+    keys = ("torch", "cuda", "onnxruntime", "numba", "python") if short else [k for k, _ in SOFTWARE]
+    names = dict(SOFTWARE) if not short else {**dict(SOFTWARE), "onnxruntime": "ORT"}
+    parts = [f"{names[k]} {sw[k]}" for k in keys if k in sw]
+    if not short and "cuda" in sw and "driver" not in sw:
+        parts.append("driver not recorded")
+    dates = sorted({r.date for r in recs})
+    when = dates[0] if len(dates) == 1 else f"{dates[0]}…{dates[-1]}"
+    return f"{recs[0].device}, {when}; " + ", ".join(parts)
+
+
+def pins(root: Path = ROOT) -> dict[str, str]:
+    """The course's pinned versions {package: version}, read from the requirements files."""
+    out: dict[str, str] = {}
+    for f in PIN_FILES:
+        path = root / f
+        for line in path.read_text(encoding="utf-8").splitlines() if path.exists() else []:
+            m = re.match(r"\s*([A-Za-z0-9_.-]+)==([^\s;#]+)", line)
+            if m:
+                out.setdefault(m.group(1).lower(), m.group(2))
+    return out
+
+
+def pin_differences(source: str = "h200", records: Iterable[Record] | None = None) -> list[str]:
+    """Where a run's software differs from the pins, e.g. 'torch 2.11.0+cu130 (pinned 2.13.0)'."""
+    pinned, sw = pins(), software(source, records)
+    out = []
+    for key, label in SOFTWARE:
+        have, want = sw.get(key), pinned.get(PIN_NAMES.get(key, key))
+        if have and want and have.split("+")[0] != want.split("+")[0]:
+            out.append(f"{label} {have} (pinned {want})")
+    return out
+
+
+def stored_label(source: str = "h200") -> str:
+    """Figure footer for stored data: 'NVIDIA H200 · stored reference, 2026-11-29 · torch …, Python …'."""
+    recs = load(source)
+    if not recs:
+        return f"no stored {source} reference yet"
+    device, rest = provenance(source, short=True).split(", ", 1)
+    when, versions = rest.split("; ", 1)
+    return f"{device} · stored reference, {when} · {versions}"
+
+
+def caption(sources: Iterable[str] = SOURCES) -> str:
+    """One line per stored source: its device, date and software."""
+    return " | ".join(f"{SOURCE_NAMES[s]}: {provenance(s)}" for s in sources if load(s))
+
+
+# ---- the side-by-side table: description, unit, yours (or why not), stored, target ------------------
+
 def _fmt(r: Record | None) -> str:
-    """Value and unit of a record, or 'not measured'."""
+    """Value and unit of a record, or 'not stored'."""
     if r is None:
-        return "not measured"
-    return f"{r.value:.4g} {r.unit}".strip()
+        return "not stored"
+    v = r.value
+    num = f"{v:,.0f}" if abs(v) >= 1e4 else f"{v:.3g}"
+    return f"{num} {r.unit}".strip()
 
 
-def comparison_rows(names: Sequence[str], mine: Iterable[Record] | None = None) -> list[dict]:
-    """Rows of name / yours / each stored source / target for the given measurement names."""
+def describe(name: str, descriptions: Mapping[str, str] | None = None) -> str:
+    """A human description of a measurement: given, from the targets, or the name itself."""
+    if descriptions and descriptions.get(name):
+        return descriptions[name]
+    t = TARGETS_BY_NAME.get(name)
+    return t.meaning if t else name
+
+
+def why_not_here(name: str) -> str:
+    """Why this session has no value for `name`: which notebook measures it, and whether it needs a GPU."""
+    gpu, cpu = lookup(name, "h200"), lookup(name, "cpu")
+    where = next((r.notebook for r in (cpu, gpu) if r and r.notebook), None)
+    by = f"notebook {where}" if where and re.match(r"\d\d", where) else (where or "")
+    if gpu and not cpu:
+        return "needs an NVIDIA GPU" + (f" ({by})" if by else "")
+    if cpu or gpu:
+        return f"measured in {by}" if by else "measured elsewhere in the course"
+    return "no run has measured it yet"
+
+
+def comparison_rows(names: Sequence[str] | Mapping[str, str], mine: Iterable[Record] | None = None) -> list[dict]:
+    """Rows of what / unit / yours (or why not) / each stored source / target, for the given names.
+
+    `names` may map each name to a human description; otherwise the target's meaning is used.
+    """
+    descriptions = names if isinstance(names, Mapping) else None
     mine_by_name = {r.name: r for r in (session_records() if mine is None else mine)}
     rows = []
     for n in names:
-        row = {"measurement": n, "yours": _fmt(mine_by_name.get(n))}
+        stored = {src: lookup(n, src) for src in SOURCES}
+        unit = next((r.unit for r in (mine_by_name.get(n), *stored.values()) if r), "")
+        here = mine_by_name.get(n)
+        row = {"what": describe(n, descriptions), "unit": unit,
+               "yours": _fmt(here).replace(f" {unit}", "") if here else why_not_here(n)}
         for src in SOURCES:
-            ref = lookup(n, src)
-            row[f"stored {src}"] = _fmt(ref) + (f" ({ref.device}, {ref.date})" if ref else "")
+            row[SOURCE_NAMES[src]] = _fmt(stored[src]).replace(f" {unit}", "") if stored[src] else "–"
         t = TARGETS_BY_NAME.get(n)
-        row["target"] = f"{t.op} {t.value:g}" if t and t.value is not None else ("reported" if t else "")
+        if t:
+            row["target"] = f"{t.op} {t.value:g}" if t.op != "reported" else "reported"
+        row["name"] = n
         rows.append(row)
     return rows
 
 
-def show(names: Sequence[str], mine: Iterable[Record] | None = None) -> None:
-    """Show your measurements beside the stored reference results, labelled with device and date."""
+def show(names: Sequence[str] | Mapping[str, str], mine: Iterable[Record] | None = None) -> None:
+    """Show your measurements beside the stored reference results, with each stored run's provenance."""
     from helpers.tables import show as show_table
 
-    show_table(comparison_rows(names, mine),
-               caption="Your numbers beside stored reference runs (device, date in brackets).")
+    show_table(comparison_rows(names, mine), caption="Yours beside the stored reference runs. " + caption())
 
 
-def stored_label(source: str = "h200") -> str:
-    """'NVIDIA H200, 2026-11-29 (stored reference)' for figure labels, from the stored file."""
-    recs = load(source)
-    if not recs:
-        return f"no stored {source} reference yet"
-    return f"{recs[0].device}, {recs[0].date} (stored reference)"
-
+# ---- stored curves and bars, redrawn -------------------------------------------------------------
 
 def stored_curve(prefix: str, source: str = "h200") -> dict[int, float]:
     """A stored sweep {x: value} from records named <prefix>.<letter><x>, sorted by x."""
@@ -141,28 +247,20 @@ def stored_curve(prefix: str, source: str = "h200") -> dict[int, float]:
     return dict(sorted(pts.items()))
 
 
-def _stored_note(source: str = "h200") -> tuple[str | None, str]:
-    """(device, note) for a figure drawn from stored records."""
-    recs = load(source)
-    return (recs[0].device if recs else None), (f"stored reference, {recs[0].date}" if recs else "")
-
-
 def plot_stored_sweep(prefixes: dict[str, str], title: str, xlabel: str, ylabel: str,
-                      logx: bool = False, source: str = "h200") -> Any:
+                      logx: bool = False, source: str = "h200", **kw: Any) -> Any:
     """Redraw stored sweeps {label: record prefix} as lines, or say that none is stored yet."""
     from helpers import plots
 
     curves = {label: stored_curve(p, source) for label, p in prefixes.items()}
     curves = {k: v for k, v in curves.items() if v}
     if not curves:
-        print(f"{title}: not measured yet (no stored {source} records under "
-              f"{', '.join(prefixes.values())}).")
+        print(f"{title}: no stored {source} records under {', '.join(prefixes.values())} yet.")
         return None
     xs = sorted(set().union(*curves.values()))
     ys = {k: [v.get(x, float("nan")) for x in xs] for k, v in curves.items()}
-    device, note = _stored_note(source)
-    return plots.sweep(xs, ys, title=title, xlabel=xlabel, ylabel=ylabel, logx=logx, device=device,
-                       note=note)
+    return plots.sweep(xs, ys, title=title, xlabel=xlabel, ylabel=ylabel, logx=logx,
+                       device=stored_label(source), **kw)
 
 
 def plot_stored_bars(prefix: str, title: str, ylabel: str, target: float | None = None,
@@ -172,8 +270,7 @@ def plot_stored_bars(prefix: str, title: str, ylabel: str, target: float | None 
 
     recs = lookup_all(prefix + ".", source)
     if not recs:
-        print(f"{title}: not measured yet (no stored {source} records under {prefix}.).")
+        print(f"{title}: no stored {source} records under {prefix} yet.")
         return None
-    device, note = _stored_note(source)
     return plots.bar_ratios({r.name[len(prefix) + 1:]: r.value for r in recs}, title=title, ylabel=ylabel,
-                            target=target, device=device, note=note)
+                            target=target, device=stored_label(source))

@@ -1,49 +1,79 @@
-"""Chapter 1: the claims table's verdicts follow the measurements."""
+"""Chapter 1: the notes' claims are judged from the numbers, the sentences follow the record."""
 
 from __future__ import annotations
 
 import pytest
 
-from helpers.chapters.ch01_why_gpu_inference import claims
-from helpers.errors import InputError
+from helpers import bench, claims
+from helpers.chapters.ch01_why_gpu_inference import claims as ch01, readings
+
+
+@pytest.fixture(autouse=True)
+def _clean_session(monkeypatch):
+    monkeypatch.setitem(bench._session, "records", [])
 
 
 def _verdicts(m):
-    return {r["claim"][:20]: r["verdict"] for r in claims.rows(m)}
-
-
-def test_range_and_combine():
-    assert claims.in_range(250, 200, 300) == claims.HOLDS
-    assert claims.in_range(150, 200, 300) == claims.FAILS
-    assert claims.in_range(None, 200, 300) == claims.NOT_MEASURED
-    assert claims.combine({"a": "holds", "b": "holds"}) == "holds"
-    assert claims.combine({"a": claims.FAILS, "b": claims.FAILS}) == claims.FAILS
-    assert claims.combine({"a": "holds", "b": claims.FAILS}) == "depends: holds for a"
-    assert claims.combine({"a": "holds", "b": claims.NOT_MEASURED}) == "holds (partly measured)"
-    with pytest.raises(InputError):
-        claims.in_range(1, 5, 2)
+    return {r["claim"][:20]: r["verdict"] for r in ch01.rows(m)}
 
 
 def test_verdicts_follow_the_numbers():
     m = {"ch01.bert_base.cpu_ms.b1": 250.0, "ch01.bert_base.gpu_ms.b1": 6.0,
-         "ch01.speedup.bert_base.b1": 12.0, "ch01.speedup.bert_base.b8": 40.0,
+         **{n: 20.0 for n in ch01.CLAIMS[1].needs},
          "ch01.tiny_mlp.cpu_ms.b1": 0.02, "ch01.tiny_mlp.gpu_e2e_ms.b1": 0.08,
          "ch01.tiny_mlp.crossover_batch": 4096.0,
-         "ch01.cpu_bandwidth_gbs": 80.0, "ch01.gpu_bandwidth_gbs": 1500.0}
+         ch01.CPU_BW_ALL: 80.0, ch01.CPU_BW_ONE: 12.0, ch01.GPU_BW: 1500.0}
     assert set(_verdicts(m).values()) == {"holds"}
     m2 = dict(m, **{"ch01.bert_base.cpu_ms.b1": 40.0, "ch01.speedup.bert_base.b1": 2.0,
-                    "ch01.tiny_mlp.gpu_e2e_ms.b1": 0.01, "ch01.gpu_bandwidth_gbs": 4300.0})
+                    "ch01.tiny_mlp.gpu_e2e_ms.b1": 0.01, ch01.GPU_BW: 4300.0})
     v = list(_verdicts(m2).values())
     assert v[0] == "depends: holds for the GPU side"
-    assert v[1] == "depends: holds for bert_base b8"
+    assert v[1] == "depends: holds for bert_base b8, resnet50 b1, resnet50 b8"
     assert v[2] == claims.FAILS
     assert v[3] == "depends: holds for the CPU"
+
+
+def test_bandwidth_claim_uses_all_cores_not_one():
+    m = {ch01.CPU_BW_ALL: 80.0, ch01.CPU_BW_ONE: 12.0, ch01.GPU_BW: 1500.0}
+    evidence, verdict = ch01.CLAIMS[3].judge(m)
+    assert verdict == "holds" and "all cores 80 GB/s (one core 12 GB/s)" in evidence
+    assert ch01.CLAIMS[3].judge({**m, ch01.CPU_BW_ALL: 12.0})[1] == "depends: holds for the GPU"
 
 
 def test_unmeasured_claims_say_so():
     assert set(_verdicts({}).values()) == {claims.NOT_MEASURED}
 
 
-def test_every_claim_cites_context():
-    assert len(claims.CLAIMS) == 4 and all(c.anchor for c in claims.CLAIMS)
-    assert sum("published anchor" in c.anchor for c in claims.CLAIMS) >= 3
+def test_every_claim_paraphrases_the_notes_in_both_languages():
+    assert len(ch01.CLAIMS) == 4
+    for c in ch01.CLAIMS:
+        assert c.seed.startswith("notes ") and c.notes and c.source
+        assert any("\u4e00" <= ch <= "\u9fff" for ch in c.notes_zh)
+        assert claims.get(c.id) is c
+
+
+def test_sentences_follow_this_session_first():
+    bench.record(ch01.CPU_BW_ALL, 40.0, "GB/s")
+    bench.record(ch01.CPU_BW_ONE, 10.0, "GB/s")
+    bench.record(ch01.GPU_BW, 4000.0, "GB/s")
+    assert readings.bandwidth() == ("CPU copy bandwidth 40.0 GB/s with all cores (10.0 GB/s on one core); GPU copy "
+                                    "4,000 GB/s: the GPU moves 100× what all these CPU cores move. (measured here)")
+    bench.record("ch01.bert_base.gpu_ms.b1", 4.0, "ms")
+    bench.record("ch01.bert_base.gpu_ms.b32", 8.0, "ms")
+    text = readings.growth("bert_base")
+    assert "batch 32 takes 2.0× the time of batch 1 for 32× the work" in text and "far from busy" in text
+    bench.record("ch01.bert_base.gpu_e2e_ms.b1", 6.0, "ms")
+    assert "the copies add 2.00 ms (33% of the total)" in readings.copy_cost("bert_base", 1)
+    bench.record("ch01.bert_base.gpu_e2e_ms.b1", 4.05, "ms")
+    assert "within the run-to-run noise" in readings.copy_cost("bert_base", 1)
+
+
+def test_cpu_bandwidth_is_measured_with_every_core(monkeypatch):
+    from helpers.perf import roofline
+
+    calls = []
+    monkeypatch.setattr(roofline, "measure_bandwidth_gbs", lambda *a, **k: calls.append(k.get("threads")) or 10.0)
+    assert readings.measure_cpu_bandwidth(nbytes=1 << 20, repeats=1) == (10.0, 10.0)
+    assert calls == [None, 1]  # None = every core this process may use
+    assert [r.name for r in bench.session_records()] == [ch01.CPU_BW_ALL, ch01.CPU_BW_ONE]
+    assert bench.session_records()[0].extra["threads"] == roofline.cpu_cores()

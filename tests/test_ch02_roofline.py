@@ -73,3 +73,22 @@ def test_gpu_points_and_bandwidth():
     for p in pts:  # elementwise kernels cannot beat the measured memory roof by more than noise
         if p.kind == "elementwise":
             assert p.tflops <= 1.25 * p.intensity * bw / 1e3
+
+
+def test_threaded_cpu_copy_copies_every_element():
+    import numpy as np
+    from concurrent.futures import ThreadPoolExecutor
+
+    src = np.arange(1001, dtype=np.float32)
+    for parts in (1, 2, 3, 7):
+        dst = np.zeros_like(src)
+        with ThreadPoolExecutor(parts) as pool:
+            rl._cpu_copy(dst, src, pool, parts)
+        assert np.array_equal(dst, src)
+
+
+def test_cpu_bandwidth_takes_a_thread_count():
+    assert rl.measure_bandwidth_gbs("cpu", nbytes=1 << 20, repeats=2, threads=1) > 0
+    assert rl.measure_bandwidth_gbs("cpu", nbytes=1 << 20, repeats=2, threads=2) > 0
+    with pytest.raises(InputError):
+        rl.measure_bandwidth_gbs("cpu", nbytes=1 << 20, repeats=2, threads=-1)

@@ -106,6 +106,8 @@ def test_gpu_pipeline_paths():
     assert r["overlapped ms"] > 0 and r["speedup"] > 0.5
     g = pipeline.split_pipeline_gain("cuda", size=64, batch=4, repeats=1)
     assert g["pipelined fps"] > 0
+    split = pipeline.split_layers_gain("cuda", (0, 1, 2), size=64, batch=2, repeats=1)
+    assert [r["conv blocks on the CPU"] for r in split] == [0, 1, 2] and all(r["pipelined fps"] > 0 for r in split)
 
 
 def test_timeit_interleaved_gives_every_function_its_samples():

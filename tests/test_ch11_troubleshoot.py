@@ -87,6 +87,26 @@ def test_parse_and_summarize_ncu_csv():
         profiling.parse_ncu_csv("==PROF== No kernels were profiled.")
 
 
+def test_store_sectors_are_read_from_the_store_metrics():
+    store = (NCU_CSV.strip().splitlines()[-1].replace("dram__throughput.avg.pct_of_peak_sustained_elapsed", "{m}")
+             .replace('"%","61.2"', '"{u}","{v}"'))
+    extra = "\n".join(store.format(m=m, u=u, v=v) for m, u, v in (
+        ("l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum", "sector", "65,536"),
+        ("l1tex__t_requests_pipe_lsu_mem_global_op_st.sum", "request", "2,048")))
+    s = profiling.summarize(profiling.parse_ncu_csv(NCU_CSV + extra + "\n"), "transpose_naive")
+    assert s["store sectors/request"] == pytest.approx(32.0) and s["sectors/request"] == pytest.approx(32.0)
+    assert profiling.summarize(profiling.parse_ncu_csv(NCU_CSV), "x")["store sectors/request"] is None
+
+
+def test_reading_rows_quote_the_load_metric_for_the_naive_transpose():
+    rows = {r["target"]: r for r in profiling.reading_rows()}
+    naive = rows["transpose_naive"]
+    assert "LOAD sectors/request stay at 4" in naive["what to read"] and "~32" not in naive["what to read"]
+    if naive["load sectors/req"] != "–":  # the stored H200 run measured loads: 4 per request
+        assert float(naive["load sectors/req"]) == pytest.approx(4.0)
+    assert all(set(profiling.READINGS.values()) <= set(r) for r in rows.values())
+
+
 def test_summarize_files_and_records(tmp_path):
     from helpers import bench
 
@@ -124,3 +144,53 @@ def test_gpu_arch_mismatch_reproduced_and_fixed(tmp_path):
 def test_gpu_ncu_targets_run():
     for name in profiling.TARGETS:
         profiling.run_target(name, elements=1 << 16, launches=1)
+
+
+def test_chapter11_claims_are_judged_from_rules_and_numbers():
+    from helpers import claims
+    from helpers.chapters.ch11_troubleshooting import notes  # noqa: F401 - registers the claims
+
+    gencode = claims.judge(claims.get("ch11.gencode"), {"ch11.arch.wrong_sass_loads": 0.0})
+    assert gencode["verdict"] == claims.FAILS and "no kernel image" in gencode["evidence"]
+    checklist = claims.get("ch11.accuracy_checklist")
+    names = checklist.needs
+    assert claims.judge(checklist, dict(zip(names, (31.6, 27.2, 0.0))))["verdict"] == claims.HOLDS
+    assert claims.judge(checklist, dict(zip(names, (31.6, 27.2, 12.0))))["verdict"] == claims.FAILS
+    assert claims.judge(checklist, {})["verdict"] == claims.NOT_MEASURED
+    assert claims.judge(claims.get("ch11.ncu_cli"), {})["verdict"] == "outdated"
+
+
+def test_compile_kernel_without_a_folder_uses_a_scratch_folder(monkeypatch, tmp_path):
+    from pathlib import Path
+
+    from helpers import session
+
+    made = []
+    monkeypatch.setattr(am, "find_nvcc", lambda: "nvcc")
+
+    def fake_scratch(prefix: str) -> Path:
+        made.append(prefix)
+        return tmp_path / prefix
+
+    monkeypatch.setattr(session, "scratch_dir", fake_scratch)
+
+    class Done:
+        returncode, stderr = 0, ""
+
+    monkeypatch.setattr(am.subprocess, "run", lambda *a, **k: Done())
+    binary = am.compile_kernel(am.gencode_flags((9, 0)))
+    assert made == ["arch"] and binary.parent == tmp_path / "arch"
+    mine = tmp_path / "mine"
+    assert am.compile_kernel(am.gencode_flags((9, 0)), mine).parent == mine and made == ["arch"]
+
+
+def test_torch_profile_keeps_the_profilers_native_log_out_of_the_output(capfd):
+    import torch
+
+    m = torch.nn.Linear(8, 8)
+    profiling.torch_profile(lambda: m(torch.ones(2, 8)), steps=1, cuda=False, top=2)
+    err = capfd.readouterr().err
+    assert "profiler_start" not in err and "USDT" not in err
+    import sys
+    print("still here", file=sys.stderr)  # file descriptor 2 is restored afterwards
+    assert "still here" in capfd.readouterr().err

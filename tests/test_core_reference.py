@@ -1,4 +1,4 @@
-"""helpers.reference: targets from MEASUREMENTS.md, stored records, the side-by-side table."""
+"""helpers.reference: targets from MEASUREMENTS.md, stored records, provenance, the side-by-side table."""
 
 from __future__ import annotations
 
@@ -26,12 +26,44 @@ def test_target_verdicts():
     assert reference.TARGETS_BY_NAME["transpose.naive_over_copy"].met(0.3) is None
 
 
-def test_comparison_rows_show_missing_as_missing():
+def test_comparison_rows_describe_and_explain_missing_values():
     mine = [Record("gemm.int8_over_bf16", 1.2, "ratio", "GPU X", "2026-01-01")]
     rows = reference.comparison_rows(["gemm.int8_over_bf16", "no.such.measurement"], mine)
-    assert rows[0]["yours"].startswith("1.2") and rows[0]["target"] == ">= 1.15"
-    assert rows[1]["yours"] == "not measured"
-    assert rows[1]["stored h200"] == "not measured"
+    assert rows[0]["what"] == reference.TARGETS_BY_NAME["gemm.int8_over_bf16"].meaning
+    assert rows[0]["unit"] == "ratio" and rows[0]["yours"] == "1.2" and rows[0]["target"] == ">= 1.15"
+    assert rows[1]["yours"] == "no run has measured it yet" and rows[1]["stored H200 run"] == "–"
+    assert "not measured" not in str(rows)
+
+
+def test_rows_say_why_a_value_is_missing_here():
+    rows = reference.comparison_rows({"copy.cupy_over_d2d": "best cupy copy ÷ D2D",
+                                      "ort_cpu.int8_over_fp32": "ORT INT8 ÷ FP32"}, mine=[])
+    assert rows[0]["what"] == "best cupy copy ÷ D2D"
+    if reference.lookup("copy.cupy_over_d2d") and not reference.lookup("copy.cupy_over_d2d", "cpu"):
+        assert rows[0]["yours"].startswith("needs an NVIDIA GPU (notebook 03_memory_hierarchy")
+    if reference.lookup("ort_cpu.int8_over_fp32", "cpu"):
+        assert rows[1]["yours"].startswith("measured in notebook")
+
+
+def test_provenance_names_device_date_and_software(tmp_path, monkeypatch):
+    recs = [Record("a.b", 1.0, "ratio", "NVIDIA H200", "2026-11-29",
+                   versions={"torch": "2.11.0+cu130", "python": "3.12.3", "onnxruntime": "1.30.0"})]
+    monkeypatch.setattr(reference, "load", lambda source="h200": tuple(recs))
+    text = reference.provenance("h200")
+    assert text.startswith("NVIDIA H200, 2026-11-29; torch 2.11.0+cu130, CUDA 13.0, ONNX Runtime 1.30.0")
+    assert "Python 3.12.3" in text and "driver not recorded" in text
+    assert reference.stored_label("h200") == ("NVIDIA H200 · stored reference, 2026-11-29 · torch 2.11.0+cu130, "
+                                              "CUDA 13.0, ORT 1.30.0, Python 3.12.3")
+    (tmp_path / "requirements.txt").write_text("torch==2.13.0\nonnxruntime==1.32.0\n")
+    monkeypatch.setattr(reference, "ROOT", tmp_path)
+    monkeypatch.setattr(reference, "pins", lambda root=tmp_path: {"torch": "2.13.0", "onnxruntime": "1.32.0"})
+    assert reference.pin_differences("h200") == ["torch 2.11.0+cu130 (pinned 2.13.0)",
+                                                 "ONNX Runtime 1.30.0 (pinned 1.32.0)"]
+
+
+def test_pins_are_read_from_the_requirements():
+    pins = reference.pins()
+    assert pins.get("torch") and pins.get("numpy")
 
 
 @pytest.mark.parametrize("source", reference.SOURCES)
@@ -39,6 +71,12 @@ def test_stored_records_are_well_formed(source):
     for r in reference.load(source):
         assert r.name and r.unit is not None and r.device and r.date
         assert isinstance(r.value, float)
+
+
+def test_stored_runs_carry_their_versions():
+    for source in reference.SOURCES:
+        if reference.load(source):
+            assert {"torch", "python"} <= set(reference.software(source)), source
 
 
 def test_unknown_source_is_rejected():

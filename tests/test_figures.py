@@ -55,3 +55,83 @@ def test_lint_catches_what_a_reader_would_miss():
     assert "gives no unit" in problems
     assert "palette" in problems
     assert "no device label" in problems
+
+
+def _labelled(fig, ax):
+    """A figure that passes the label rules, so that only the planted problem shows."""
+    ax.set_xlabel("x (units)")
+    ax.set_ylabel("y (units)")
+    plots.label_device(ax, "test device")
+    return fig
+
+
+def test_overlapping_tick_labels_are_caught_and_slanted_ones_are_not():
+    fig, ax = plt.subplots(figsize=(2.5, 2))
+    ax.bar([f"a long label {i}" for i in range(8)], range(1, 9), color=plots.PALETTE[0])
+    _labelled(fig, ax)
+    assert "overlaps text 'a long label" in " ".join(figure_problems(fig))
+    plt.close(fig)
+    fig = plots.bar_ratios({f"kernel_variant_{i}": 1.0 + i for i in range(9)}, title="slanted", ylabel="ratio")
+    assert figure_problems(fig) == []
+
+
+def test_a_legend_over_the_data_or_the_title_is_caught():
+    fig, ax = plt.subplots()
+    x = list(range(10))
+    ax.plot(x, [5] * 10, color=plots.PALETTE[0], label="a line right where the legend goes")
+    ax.plot(x, [4] * 10, color=plots.PALETTE[1], label="another")
+    ax.set_ylim(0, 6)
+    ax.legend(loc="upper center")
+    _labelled(fig, ax)
+    assert "the legend covers" in " ".join(figure_problems(fig))
+    fig2, ax2 = plt.subplots()
+    ax2.plot(x, x, color=plots.PALETTE[0], label="line")
+    ax2.set_title("a title", loc="left")
+    ax2.legend(loc="lower left", bbox_to_anchor=(0, 1.0))
+    _labelled(fig2, ax2)
+    assert "the legend covers text 'a title'" in " ".join(figure_problems(fig2))
+
+
+def test_a_zoomed_y_axis_must_say_why():
+    fig, ax = plt.subplots()
+    ax.plot([0, 1, 2], [2480, 2620, 2550], color=plots.PALETTE[0])
+    _labelled(fig, ax)
+    assert "start it at zero" in " ".join(figure_problems(fig))
+    plots.zoomed(ax, "the change is a few percent")
+    assert figure_problems(fig) == [] and "axis zoomed" in ax.get_ylabel()
+    fig2, ax2 = plt.subplots()
+    ax2.plot([0, 1], [30, 40], color=plots.PALETTE[0])
+    _labelled(fig2, ax2)
+    ax2.set_ylabel("SQNR (dB)")
+    assert figure_problems(fig2) == []  # decibels have no natural zero
+
+
+def test_the_device_label_never_covers_an_axis_label():
+    fig, (a, b) = plt.subplots(1, 2, figsize=(6, 2.5))
+    for ax in (a, b):
+        ax.plot([1, 2], [1, 2], color=plots.PALETTE[0])
+        ax.set(xlabel="a fairly long x-axis label (units)", ylabel="y (units)")
+    plots.label_device(b, "NVIDIA H200 · stored reference, 2026-11-29 · torch 2.11.0+cu130, Python 3.12.3")
+    fig.tight_layout()
+    assert figure_problems(fig) == []
+
+
+def test_a_shared_x_axis_needs_one_label():
+    fig, (top, bottom) = plt.subplots(2, 1, sharex=True)
+    top.plot([1, 2], [1, 2], color=plots.PALETTE[0])
+    bottom.plot([1, 2], [2, 1], color=plots.PALETTE[1])
+    top.set_ylabel("y (units)")
+    bottom.set(xlabel="x (units)", ylabel="z (units)")
+    plots.label_device(top, "test device")
+    assert figure_problems(fig) == []
+
+
+def test_explorer_series_keep_their_colours_when_toggled():
+    w = explorer.example_weights(8, 64)
+    colours = {}
+    for per_channel in (False, True):
+        fig = explorer.draw(w, explorer.explore(w, bits=4, per_channel=per_channel))
+        right = fig.axes[1]
+        colours[per_channel] = {ln.get_label().split(" (")[0]: ln.get_color() for ln in right.lines}
+    assert colours[False] == colours[True]
+    assert colours[False]["per-tensor"] != colours[False]["per-channel"]

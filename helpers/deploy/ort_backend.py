@@ -22,6 +22,11 @@ from helpers.deploy.base import Backend, require_input
 from helpers.errors import InputError, require_package
 
 GPU_PROVIDERS = ("TensorrtExecutionProvider", "CUDAExecutionProvider")
+# Op types ONNX Runtime runs after its optimizer: integer kernels, float compute kernels, Q/DQ left over.
+INTEGER_KERNELS = ("QLinearConv", "QLinearMatMul", "QGemm", "ConvInteger", "MatMulInteger", "QAttention",
+                   "DynamicQuantizeLinear", "MatMulIntegerToFloat", "FusedConv_QLinear", "NhwcQLinearConv")
+FLOAT_KERNELS = ("Conv", "Gemm", "MatMul", "FusedConv", "FusedGemm", "FusedMatMul")
+QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
 
 
 def available_providers() -> list[str]:
@@ -189,6 +194,14 @@ def optimized_op_counts(path: str | os.PathLike) -> Counter:
         so.log_severity_level = 3
         ort.InferenceSession(str(src), so, providers=["CPUExecutionProvider"])
         return Counter(n.op_type for n in onnx.load(so.optimized_model_filepath).graph.node)
+
+
+def fusion_counts(path: str | os.PathLike) -> dict[str, int]:
+    """After ORT's CPU optimizer: how many integer kernels, float conv/GEMM kernels and Q/DQ nodes run."""
+    ops = optimized_op_counts(path)
+    return {"integer kernels": sum(ops[o] for o in INTEGER_KERNELS),
+            "float conv/GEMM kernels": sum(ops[o] for o in FLOAT_KERNELS),
+            "Q/DQ nodes left": sum(ops[o] for o in QDQ_OPS)}
 
 
 def deploy_cpu_int8(

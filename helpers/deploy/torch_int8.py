@@ -125,8 +125,8 @@ def im2col(x: torch.Tensor, k: tuple[int, int], s: tuple[int, int], p: tuple[int
     """Patches (N, H_out*W_out, C*kh*kw) of an (N, C, H, W) tensor, in F.unfold's channel order.
 
     Without dilation it is a strided view and one copy. F.unfold, used for dilated kernels, launches
-    one CUDA kernel per sample: on the H200 (2026-11-29) that made an int8 1-D CNN at batch 8192
-    run 25x slower than its FP16 original (73,728 im2col launches in one forward).
+    one CUDA kernel per sample: at batch 8192 an int8 1-D CNN then launches tens of thousands of im2col
+    kernels per forward and runs many times slower than its FP16 original (seen on the H200).
     """
     n, c = x.shape[:2]
     if d == (1, 1):

@@ -3,6 +3,8 @@
 // mode 0: all threads take path A (no branch)      mode 1: branch on threadIdx.x % 2 (every warp splits)
 // mode 2: branch on threadIdx.x % 32 == 0 (lane 0 alone; the warp still runs both paths)
 // mode 3: branch on (threadIdx.x / 32) % 2 (whole warps agree: no divergence)
+// `mode` is a run-time argument, so this one kernel holds both loops in every mode; the numba kernels are
+// compiled once per mode with the mode as a constant. Chapter 4 compares the two against the warp model.
 extern "C" {
 
 __device__ __forceinline__ float path_a(float v, int iters) {

@@ -2,6 +2,8 @@
 
 Each thread runs ``iters`` steps of recurrence A (v*0.999+0.5) or B (v*0.998-0.25). MODES name the
 branch conditions; when lanes of one warp disagree, the warp runs both loops one after the other.
+Each numba kernel is compiled for one mode (a constant), so the ``uniform`` kernel has no branch at all;
+the CUDA C kernel in divergence.cu takes the mode at run time.
 
 Serves: core — used by chapter 4 and lab 03.
 """

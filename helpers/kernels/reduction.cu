@@ -41,7 +41,8 @@ __global__ void reduce_interleaved(const float* __restrict__ x, float* out, long
     if (threadIdx.x == 0) atomicAdd(out, s[0]);
 }
 
-// Warp shuffles: registers only inside a warp, 8 shared slots for the warps' sums.
+// Warp shuffles: registers only inside a warp, 8 shared slots for the warps' sums. Since Volta (independent
+// thread scheduling) the shuffle names its lanes: the full mask 0xffffffff says all 32 take part.
 __global__ void reduce_shuffle(const float* __restrict__ x, float* out, long long n) {
     __shared__ float warp_sums[THREADS / 32];
     float v = thread_partial(x, n);

@@ -107,10 +107,14 @@ def diagnose(model: nn.Module, qmodel: nn.Module, data: Any, *, split: str = "va
         xs.append(x)
         break
     x = xs[0].to(dev)
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=3, desc="diagnose: compare every layer in FP32 and INT8, then test accuracy", leave=False)
     set_quant_enabled(qmodel, False)
     fp_in, fp_out = _capture(qmodel, layers, x)
     set_quant_enabled(qmodel, True)
     _, q_out = _capture(qmodel, layers, x)
+    bar.update()
     rows = []
     for name in layers:
         mod = qmodel.get_submodule(name)
@@ -126,7 +130,10 @@ def diagnose(model: nn.Module, qmodel: nn.Module, data: Any, *, split: str = "va
             "grid used": float(torch.quantile(inp[:1_000_000], 0.999) / a_in) if a_in > 0 else float("nan"),
             "input amax": a_in,
         })
+    bar.update()
     diag = Diagnosis(evaluate(model, data, "test"), evaluate(qmodel, data, "test"), rows)
+    bar.update()
+    bar.close()
     diag.recommendations = recommend(rows)
     return diag
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from tqdm.auto import tqdm
 
 from helpers.errors import InputError
 from helpers.models.train import _as_loader, evaluate, model_device
@@ -177,18 +178,19 @@ def accuracy_table(model: nn.Module, data: Any, *, methods: Sequence[str] = METH
     fp32 = evaluate(model, data, split)
     rows: list[dict[str, Any]] = [{"weights": "FP32", "calibrator": "-", "accuracy %": fp32, "delta pts": 0.0}]
     groups = (("max", [m for m in methods if m == "max"]), ("histogram", [m for m in methods if m != "max"]))
-    for per_channel in granularities:
-        for calib, group in groups:
-            if not group:
-                continue
-            qmodel = quantize_model(model, per_channel=per_channel, calib=calib, **kw).to(model_device(model))
-            calibrate(qmodel, data, group[0])
-            for i, method in enumerate(group):
-                if i:
-                    recompute_amax(qmodel, method)
-                acc = evaluate(qmodel, data, split)
-                rows.append({"weights": "per-channel" if per_channel else "per-tensor", "calibrator": method,
-                             "accuracy %": acc, "delta pts": fp32 - acc})
+    todo = [(pc, calib, group) for pc in granularities for calib, group in groups if group]
+    bar = tqdm(total=sum(len(g) for *_, g in todo), desc="PTQ: calibrate and evaluate each calibrator", leave=False)
+    for per_channel, calib, group in todo:
+        qmodel = quantize_model(model, per_channel=per_channel, calib=calib, **kw).to(model_device(model))
+        calibrate(qmodel, data, group[0])
+        for i, method in enumerate(group):
+            if i:
+                recompute_amax(qmodel, method)
+            acc = evaluate(qmodel, data, split)
+            rows.append({"weights": "per-channel" if per_channel else "per-tensor", "calibrator": method,
+                         "accuracy %": acc, "delta pts": fp32 - acc})
+            bar.update()
+    bar.close()
     return rows
 
 
@@ -272,7 +274,9 @@ def plot_accuracy_table(rows: Sequence[dict[str, Any]], *, title: str, device: s
     ax.set_ylim(max(0.0, min(low, fp32) - 5), 100)
     ax.set_xticks(range(len(methods)), methods)
     ax.set(title=title, ylabel="test accuracy %", xlabel="activation calibrator")
-    ax.legend(loc="lower right")
+    if ax.get_ylim()[0] > 50:
+        plots.zoomed(ax, "the bars differ by points, not tens of points")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     plots.label_device(ax, device, note)
     fig.tight_layout()
     plots.save_figure(fig, name or title)

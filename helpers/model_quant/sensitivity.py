@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from tqdm.auto import tqdm
 
 from helpers.errors import InputError
 from helpers.models.train import evaluate, predict
@@ -33,7 +34,7 @@ def layer_sensitivity(qmodel: nn.Module, data: Any, *, metric: str = "accuracy",
     ref_acc = float((ref_logits.argmax(1) == labels).float().mean() * 100)
     rows = []
     try:
-        for name in layers:
+        for name in tqdm(layers, desc="sensitivity: one layer quantized at a time", leave=False):
             set_quant_enabled(qmodel, True, [name])
             logits, _ = predict(qmodel, data, split)
             acc = float((logits.argmax(1) == labels).float().mean() * 100)
@@ -69,7 +70,7 @@ def mixed_precision_curve(qmodel: nn.Module, data: Any, order: Sequence[str], *,
     ks = list(range(len(layers) + 1)) if ks is None else list(ks)
     rows = []
     try:
-        for k in ks:
+        for k in tqdm(ks, desc="mixed precision: k most sensitive layers kept in float", leave=False):
             if not 0 <= k <= len(layers):
                 raise InputError(f"k={k} is outside 0..{len(layers)}.")
             keep_in_fp(qmodel, list(order[:k]))

@@ -1,4 +1,4 @@
-"""A tiny MLP on scikit-learn digits, trained in about a second: real weights and activations to quantize.
+"""A tiny MLP on scikit-learn digits, trained in seconds: real weights and activations to quantize.
 
 (The PTQ chapter's CNNs in helpers.models are the fuller models; this one keeps chapters 5-6 fast.)
 
@@ -57,18 +57,24 @@ def tiny_mlp(hidden: tuple[int, ...] = (128, 64), seed: int = 0) -> Any:
 
 
 def train_tiny_mlp(data: DigitsSplit | None = None, steps: int = 300, seed: int = 0) -> tuple[Any, DigitsSplit]:
-    """Train tiny_mlp() full-batch with Adam for `steps` steps (about a second); returns (model, data)."""
+    """Train tiny_mlp() full-batch with Adam for `steps` steps (seconds; a progress bar); returns (model, data)."""
     import torch
+    from tqdm.auto import tqdm
 
     require_int_range(steps, 1, 100_000, "steps")
     data = data or digits_split(seed=seed)
     model = tiny_mlp(seed=seed)
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-    for _ in range(steps):
-        opt.zero_grad()
-        loss = torch.nn.functional.cross_entropy(model(data.x_train), data.y_train)
-        loss.backward()
-        opt.step()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny matrices: extra threads only spin, and on a busy machine they cost 10x
+    try:
+        for _ in tqdm(range(steps), desc="training the digits MLP", leave=False, mininterval=0.5):
+            opt.zero_grad()
+            loss = torch.nn.functional.cross_entropy(model(data.x_train), data.y_train)
+            loss.backward()
+            opt.step()
+    finally:
+        torch.set_num_threads(threads)
     return model.eval(), data
 
 

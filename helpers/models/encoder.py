@@ -4,7 +4,7 @@ The 1-D signal is turned into tokens inside the model: each standardized sample 
 [-3, 3] and rounded to one of `vocab` amplitude levels (an honest, simple "tokenizer" for MNIST-1D).
 All projections are nn.Linear, so pytorch-quantization's QuantLinear can replace them.
 
-Serves: core — used by chapters 7–11 and labs 06–09.
+Serves: core — used by chapter 10 (and the model cache, helpers.models.train).
 """
 
 from __future__ import annotations

@@ -9,6 +9,9 @@ Serves: core — used by chapters 1, 2, 11 and labs 01, 09.
 
 from __future__ import annotations
 
+import contextlib
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -96,13 +99,40 @@ def elementwise_cost(op: str, n: int, bytes_per_element: float = 4) -> tuple[flo
     return float(f * n), float(arrays * n * bytes_per_element)
 
 
-def measure_bandwidth_gbs(device: str = "cpu", nbytes: int = 1 << 28, repeats: int = 10) -> float:
-    """Copy bandwidth (bytes read + written per second, GB/s) of `device` ('cpu' numpy, 'cuda' torch)."""
+def cpu_cores() -> int:
+    """The CPU cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _cpu_copy(dst: np.ndarray, src: np.ndarray, pool: ThreadPoolExecutor | None, parts: int) -> None:
+    """Copy src into dst, split into `parts` chunks copied in parallel (numpy releases the GIL)."""
+    if pool is None:
+        np.copyto(dst, src)
+        return
+    bounds = np.linspace(0, src.size, parts + 1).astype(int)
+    list(pool.map(lambda i: np.copyto(dst[bounds[i]:bounds[i + 1]], src[bounds[i]:bounds[i + 1]]), range(parts)))
+
+
+def measure_bandwidth_gbs(device: str = "cpu", nbytes: int = 1 << 28, repeats: int = 10,
+                          threads: int | None = None) -> float:
+    """Copy bandwidth (bytes read + written per second, GB/s) of `device` ('cpu' numpy, 'cuda' torch).
+
+    On the CPU the copy is split over `threads` threads (default: every core this process may use):
+    one core cannot keep a server's memory channels busy, so a one-thread copy measures the core,
+    not the memory.
+    """
     require_choice(device, ("cpu", "cuda"), "device")
     if device == "cpu":
+        n = cpu_cores() if threads is None else threads
+        if n < 1:
+            raise InputError(f"threads must be at least 1, got {threads}.")
         src = np.ones(nbytes // 4, dtype=np.float32)
         dst = np.empty_like(src)
-        t = bench.timeit(lambda: np.copyto(dst, src), backend="cpu", warmup=2, repeats=repeats)
+        with ThreadPoolExecutor(n) if n > 1 else contextlib.nullcontext() as pool:
+            t = bench.timeit(lambda: _cpu_copy(dst, src, pool, n), backend="cpu", warmup=2, repeats=repeats)
     else:
         import torch
 
@@ -215,13 +245,12 @@ def plot(points: list[RoofPoint], peak_tflops: float, bandwidth_gbs: float, *, t
         ax.scatter([p.intensity for p in sel], [p.tflops for p in sel], color=plots.PALETTE[i + 1],
                    marker=plots.MARKERS[i], label=kind, zorder=3)
     ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte)",
-           ylabel="TFLOP/s", title=title)
+           ylabel="throughput (TFLOP/s)", title=title)
     ax.legend(fontsize=7)
     plots.label_device(ax, device, note)
     fig.tight_layout()
     plots.save_figure(fig, title)
     return fig
-
 
 
 def measured_peak(points: list[RoofPoint]) -> float:

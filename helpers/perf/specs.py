@@ -51,16 +51,6 @@ SPECS: tuple[GPUSpec, ...] = (
             "NVIDIA H200 datasheet (same SMs and clocks as H100 SXM, HBM3e)", ("h200",)),
 )
 
-# Figures that often circulate (course seeds included) and what the datasheets really say.
-CORRECTIONS: tuple[tuple[str, str], ...] = (
-    ("H100 TF32 989 TFLOP/s", "989 is the 2:4-sparse figure; dense TF32 is 495."),
-    ("H100 INT8 3958 TOPS", "3958 is sparse; dense INT8 is 1979 (the same as FP8)."),
-    ("A100 INT8 1248 TOPS", "1248 is sparse; dense INT8 is 624."),
-    ("V100 INT8 on Tensor Cores", "Volta Tensor Cores do FP16 only; V100 INT8 is dp4a on CUDA cores."),
-    ("Pascal FP16 for inference", "GP104 (P4) runs FP16 arithmetic at 1/64 rate; its fast path is INT8 dp4a."),
-    ("FP8 on A100", "FP8 Tensor Cores arrived with Ada (8.9) and Hopper (9.0); A100 has none."),
-)
-
 PRECISIONS = ("fp32", "tf32", "fp16", "int8", "fp8")
 
 

@@ -193,9 +193,10 @@ def plot(results: list[Latency], model: str, *, per_item: bool = False, device: 
         if x is not None:
             ax.axvline(x, ls="--", color="0.5", lw=1, label=f"GPU wins from batch {x}")
     ax.set(xscale="log", yscale="log", xlabel="batch size",
-           ylabel="ms per sample" if per_item else "ms per batch", title=f"{model}: CPU vs GPU latency")
+           ylabel="latency (ms per sample)" if per_item else "latency (ms per batch)",
+           title=f"{model}: CPU vs GPU latency")
     ax.set_xscale("log", base=2)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))  # beside the axes: it covers no line
     plots.label_device(ax, device, note)
     fig.tight_layout()
     plots.save_figure(fig, f"ch01_{model}_latency")

@@ -1,4 +1,4 @@
-"""Chapter 2, GPU architecture: no experiment code of its own.
+"""Chapter 2, GPU architecture: ``notes`` (the lecture notes' hardware figures, judged); no experiment code.
 
 Its notebook uses the core performance package: ``helpers.perf.architecture`` (SM composition,
 device query), ``helpers.perf.gemm`` (GEMM throughput per precision), ``helpers.perf.specs``

@@ -1,6 +1,8 @@
 """Chapter 3, the memory hierarchy: copies, strides, misalignment, transposes, the read-only path.
 
-Here: ``memory_bench`` (every chapter-3 GPU measurement, recorded under ``ch03.*`` and ``copy.*``).
+Here: ``memory_bench`` (every chapter-3 GPU measurement, recorded under ``ch03.*`` and ``copy.*``),
+``readings`` (stride, DRAM-traffic, misalignment and transpose sentences from the record),
+``notes`` (the lecture notes' memory claims, judged).
 Core code the notebook uses: ``helpers.kernels`` (the numba and CUDA C kernels),
 ``helpers.perf.access_patterns`` (sectors and bank conflicts from index expressions).
 Lab: ``lab02_coalescing_and_transpose``.

@@ -172,7 +172,8 @@ def plot_stride_model(measured: dict[str, dict[int, float]], note: str = "", dev
           for label, c in measured.items()}
     ys["sector model (useful ÷ moved bytes)"] = [r["useful"] for r in access_patterns.stride_rows(xs)]
     return plots.sweep(xs, ys, title="Strided copy: bandwidth relative to stride 1", xlabel="stride (floats)",
-                       ylabel="fraction of stride-1 bandwidth", logx=True, device=device, note=note)
+                       ylabel="fraction of stride-1 bandwidth (log scale)", logx=True, logy=True, device=device,
+                       note=note)
 
 
 def run_all() -> dict[str, float]:

@@ -1,6 +1,8 @@
 """Chapter 4, warp execution: divergence, occupancy and reductions.
 
-Here: ``warp_bench`` (the chapter-4 GPU measurements and their stored-reference plots).
+Here: ``warp_bench`` (the chapter-4 GPU measurements and their stored-reference plots),
+``readings`` (divergence against the warp model, occupancy, reductions, from the record),
+``notes`` (the lecture notes' rules of thumb on warps and blocks, judged).
 Core code the notebook uses: ``helpers.kernels.divergence``, ``helpers.kernels.reduction``,
 ``helpers.kernels.simtrace``, ``helpers.perf.occupancy``.
 Lab: ``lab03_divergence_and_reduction``.

@@ -134,10 +134,12 @@ def simulated_paths(threads: int = 64, iters: int = 2) -> list[dict]:
 
     from helpers.kernels import divergence, simtrace
 
+    from tqdm.auto import tqdm
+
     x = np.ones(threads, np.float32)
     rows = []
     kernels = {**divergence.BRANCHY, "branch_free": divergence.branch_free}
-    for mode, kern in kernels.items():
+    for mode, kern in tqdm(kernels.items(), desc="tracing each branch mode in the CUDA simulator"):
         _, trace = simtrace.run_traced(kern, 1, threads, x, np.zeros_like(x), iters, lines=True)
         rows.append({"mode": mode, "paths per warp": max(trace.paths_per_warp().values())})
     return rows
@@ -150,9 +152,11 @@ def simulated_reductions(n: int = 512) -> list[dict]:
     from helpers.perf import access_patterns
     from helpers.kernels import reduction, simtrace
 
+    from tqdm.auto import tqdm
+
     x = np.arange(n, dtype=np.float32) % 7
     rows = []
-    for v in ("shared", "interleaved"):
+    for v in tqdm(("shared", "interleaved"), desc="tracing the two trees in the CUDA simulator"):
         (_, out), trace = simtrace.run_traced(reduction.NUMBA_KERNELS[v], n // reduction.THREADS,
                                               reduction.THREADS, x, np.zeros(1, np.float32), lines=True)
         s = access_patterns.summarize(trace)
@@ -173,7 +177,7 @@ def plot_bandwidth_and_occupancy(res: dict[int, dict[str, float]], what: str, xl
     xs = list(res)
     fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(6.4, 4.6))
     top.plot(xs, [res[x]["gbs"] for x in xs], marker="o", color=plots.PALETTE[0])
-    top.set(xlabel=xlabel, ylabel="bandwidth (GB/s)", title=f"Copy bandwidth vs {what}")
+    top.set(ylabel="bandwidth (GB/s)", title=f"Copy bandwidth vs {what}", ylim=(0, None))
     bottom.plot(xs, [res[x]["occupancy"] for x in xs], ls="--", marker="s", color=plots.PALETTE[1])
     bottom.set(xlabel=xlabel, ylabel="theoretical occupancy (fraction)", ylim=(0, 1.05))
     plots.label_device(top, device, note)
@@ -193,7 +197,7 @@ def plot_stored_occupancy(source: str = "h200") -> None:
             print(f"Copy bandwidth vs {what}: not measured yet (no stored {source} reference).")
             continue
         plot_bandwidth_and_occupancy({x: {"gbs": bw[x], "occupancy": occ.get(x, float("nan"))} for x in bw},
-                                     what, xlabel, note="stored reference", device=stored_label(source))
+                                     what, xlabel, device=stored_label(source))
 
 
 def run_all() -> dict[str, float]:

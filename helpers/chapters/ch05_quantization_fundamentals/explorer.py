@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from helpers import plots
+from helpers import figure_check, plots
 from helpers.errors import InputError
 from helpers.quant.core import dequantize, min_max, quant_range, quantize, scale_zero_point
 from helpers.quant.metrics import mse, sqnr_db
@@ -202,18 +202,24 @@ def _draw_histogram(ax: Any, x: np.ndarray, result: Result) -> None:
     ax.legend(loc="upper left", fontsize=7)
 
 
+GRANULARITY_STYLE = {"per-tensor": (plots.PALETTE[0], "o", "-"), "per-channel": (plots.PALETTE[1], "s", "-")}
+
+
 def _draw_channels(ax: Any, x: np.ndarray, result: Result, axis: int) -> None:
-    """SQNR of each channel under this setting, beside the other granularity for comparison."""
+    """SQNR of each channel for both granularities; each keeps its colour, yours is drawn bold and solid."""
     other = explore(x, result.settings, axis=axis, per_channel=not result.settings.per_channel)
-    mine = "per-channel" if result.settings.per_channel else "per-tensor"
-    theirs = "per-tensor" if result.settings.per_channel else "per-channel"
+    by_name = {"per-channel": result if result.settings.per_channel else other,
+               "per-tensor": other if result.settings.per_channel else result}
     idx = np.arange(result.channel_sqnr_db.size)
-    ax.plot(idx, result.channel_sqnr_db, color=plots.PALETTE[0], marker=".", lw=1, label=mine)
-    ax.plot(idx, other.channel_sqnr_db, color=plots.PALETTE[1], marker=plots.MARKERS[1], ms=3,
-            lw=0.8, ls=":", label=theirs)
+    for name, res in by_name.items():
+        colour, marker, _ = GRANULARITY_STYLE[name]
+        yours = res is result
+        ax.plot(idx, res.channel_sqnr_db, color=colour, marker=marker, ms=3 if yours else 2,
+                lw=1.4 if yours else 0.8, ls="-" if yours else ":",
+                label=f"{name} (your setting)" if yours else name)
     ax.set(xlabel=f"channel (index along axis {axis})", ylabel="SQNR (dB, higher is better)")
     ax.set_title("SQNR per channel", loc="left")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)  # under the axes: covers nothing
 
 
 def _draw_error(ax: Any, x: np.ndarray, result: Result) -> None:
@@ -237,7 +243,8 @@ def draw(x: Any, result: Result, fig: Figure | None = None, axis: int = 0) -> Fi
         _draw_error(right, arr, result)
     plots.label_device(right, device="numpy (any device)")
     # Fixed margins instead of tight_layout: the slider redraws this on every move.
-    fig.subplots_adjust(left=0.07, right=0.985, bottom=0.14, top=0.9, wspace=0.22)
+    fig.subplots_adjust(left=0.07, right=0.985, bottom=0.24, top=0.9, wspace=0.22)
+    figure_check.watch(fig)
     return fig
 
 

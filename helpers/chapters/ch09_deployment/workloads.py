@@ -5,9 +5,10 @@ Serves: chapter 9 (also chapter 10 and lab 08).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -55,45 +56,66 @@ def ort_cpu_comparison(
     repeats: int = 5,
     threads: int | None = None,
     model: nn.Module | None = None,
+    calib_batches: int = 1,
 ) -> dict[str, Any]:
     """Time ORT FP32, ORT's own INT8 (quantize_static) and a TensorRT-style Q/DQ export on the CPU.
 
     Returns timings by label, the ratios over FP32 (higher = faster), file sizes and top-1
-    agreement of each INT8 model with the FP32 model on the timed batch.
+    agreement of each INT8 model with the FP32 model on the timed batch. A progress bar names
+    each step (exports, calibration, timing).
     """
+    from tqdm.auto import tqdm
+
     from helpers.deploy.export import export_onnx, export_qdq, file_mb
     from helpers.deploy.ort_backend import OrtBackend, deploy_cpu_int8
     from helpers.deploy.qdq_model import fake_quant_copy
 
     require_int_range(batch, 1, 4096, "batch")
+    require_int_range(calib_batches, 1, 64, "calib_batches")
     work = Path(workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    labels = ("ORT FP32", "ORT INT8 (quantize_static, u8 act)", "ORT on TensorRT-style Q/DQ (s8 act)")
+    bar = tqdm(total=4 + len(labels), desc="ResNet-18 on ONNX Runtime (CPU)", leave=False)
+
+    def step(what: str) -> None:
+        bar.set_postfix_str(what)
+
+    step("building the model")
     model = model if model is not None else cpu_cnn(size)
     g = torch.Generator().manual_seed(1)
     x = torch.randn(batch, 3, size, size, generator=g)
-    calib = [torch.randn(8, 3, size, size, generator=g) for _ in range(2)]
+    calib = [torch.randn(8, 3, size, size, generator=g) for _ in range(calib_batches)]
+    step("exporting FP32 ONNX")
     paths = {"fp32": export_onnx(model, x[:1], work / "cnn_fp32.onnx")}
-    backends = {"ORT FP32": OrtBackend(paths["fp32"], threads=threads)}
-    backends["ORT INT8 (quantize_static, u8 act)"] = deploy_cpu_int8(
-        paths["fp32"], work / "cnn_int8_ort.onnx", [c.numpy() for c in calib], threads=threads
-    )
+    backends = {labels[0]: OrtBackend(paths["fp32"], threads=threads)}
+    bar.update()
+    step("ORT quantize_static (calibrating)")
+    backends[labels[1]] = deploy_cpu_int8(paths["fp32"], work / "cnn_int8_ort.onnx", [c.numpy() for c in calib],
+                                          threads=threads)
     paths["int8 ORT"] = work / "cnn_int8_ort.onnx"
-    paths["int8 TensorRT-style"] = export_qdq(
-        fake_quant_copy(model, calib), x[:1], work / "cnn_int8_trt_style.onnx"
-    )
-    backends["ORT on TensorRT-style Q/DQ (s8 act)"] = OrtBackend(
-        paths["int8 TensorRT-style"], precision="int8", threads=threads
-    )
+    bar.update()
+    step("calibrating the fake-quant model")
+    fq = fake_quant_copy(model, calib)
+    bar.update()
+    step("exporting TensorRT-style Q/DQ ONNX")
+    paths["int8 TensorRT-style"] = export_qdq(fq, x[:1], work / "cnn_int8_trt_style.onnx")
+    backends[labels[2]] = OrtBackend(paths["int8 TensorRT-style"], precision="int8", threads=threads)
+    bar.update()
     xn = x.numpy()
-    ref = backends["ORT FP32"].run(xn).argmax(1)
-    timings = {
-        k: bench.timeit(lambda b=b: b.run(xn), backend="cpu", warmup=1, repeats=repeats)
-        for k, b in backends.items()
-    }
-    base = timings["ORT FP32"].median_s
+    timings, agreement, ref = {}, {}, None
+    for k, b in backends.items():
+        step(f"timing {k}")
+        out = b.run(xn).argmax(1)  # the warm-up run, kept for the agreement
+        ref = out if ref is None else ref
+        agreement[k] = float((out == ref).mean())
+        timings[k] = bench.timeit(lambda b=b: b.run(xn), backend="cpu", warmup=0, repeats=repeats)
+        bar.update()
+    bar.close()
+    base = timings[labels[0]].median_s
     return {
         "timings": timings,
         "speedup": {k: base / t.median_s for k, t in timings.items()},
-        "agreement": {k: float((b.run(xn).argmax(1) == ref).mean()) for k, b in backends.items()},
+        "agreement": agreement,
         "size_mb": {k: file_mb(p) for k, p in paths.items()},
         "paths": paths,
     }
@@ -112,6 +134,8 @@ def deploy_all(
     (PyTorch FP32, ORT FP32, ORT INT8 default, ORT on the TensorRT-style Q/DQ, PyTorch INT8),
     the ONNX paths and their sizes on disk.
     """
+    from tqdm.auto import tqdm
+
     from helpers.deploy.export import export_onnx, export_qdq, file_mb
     from helpers.deploy.ort_backend import OrtBackend, deploy_cpu_int8
     from helpers.deploy.qdq_model import fake_quant_copy
@@ -119,7 +143,11 @@ def deploy_all(
 
     work = Path(workdir)
     batches = list(torch.split(calib, calib_batch))
+    bar = tqdm(total=4, desc="deploy: calibrate, export, load every backend", leave=False)
+    bar.set_postfix_str("calibrating the fake-quant model")
     fq = fake_quant_copy(model, batches)
+    bar.update()
+    bar.set_postfix_str("exporting FP32 and Q/DQ ONNX")
     paths = {
         "ORT FP32": export_onnx(model, example[:1], work / "model_fp32.onnx"),
         "ORT on TensorRT-style Q/DQ": export_qdq(fq, example[:1], work / "model_int8_qdq.onnx"),
@@ -128,14 +156,20 @@ def deploy_all(
         "PyTorch FP32": TorchBackend(model, "fp32"),
         "ORT FP32": OrtBackend(paths["ORT FP32"]),
     }
+    bar.update()
+    bar.set_postfix_str("ORT quantize_static (calibrating)")
     backends["ORT INT8 (default CPU path)"] = deploy_cpu_int8(
         paths["ORT FP32"], work / "model_int8_ort.onnx", [b.numpy() for b in batches]
     )
     paths["ORT INT8 (default CPU path)"] = work / "model_int8_ort.onnx"
+    bar.update()
+    bar.set_postfix_str("loading the INT8 backends")
     backends["ORT on TensorRT-style Q/DQ"] = OrtBackend(
         paths["ORT on TensorRT-style Q/DQ"], precision="int8"
     )
     backends["PyTorch INT8 (torch._int_mm)"] = TorchBackend(to_int8(fq, {}), "int8")
+    bar.update()
+    bar.close()
     return {
         "fake_quant": fq,
         "backends": backends,
@@ -238,6 +272,23 @@ def resnet50_variants(batch: int = 256, size: int = 224) -> dict[str, Callable[[
     }
 
 
+@contextlib.contextmanager
+def quiet_profiler_log() -> Iterator[None]:
+    """Silence the C++ profiler's 'USDT: profiler_start/stop' lines (written to file descriptor 2) for a block."""
+    try:
+        saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    except OSError:  # no file descriptor 2 to redirect: nothing to silence
+        yield
+        return
+    os.dup2(null, 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
+
+
 def profile_table(fn: Callable[[], Any], row_limit: int = 12) -> str:
     """torch.profiler's table of the GPU kernels one call of `fn` runs, by GPU time."""
     from torch.profiler import ProfilerActivity, profile
@@ -245,7 +296,7 @@ def profile_table(fn: Callable[[], Any], row_limit: int = 12) -> str:
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
     with torch.inference_mode():
         fn()
-        with profile(activities=acts) as prof:
+        with quiet_profiler_log(), profile(activities=acts) as prof:
             fn()
             if torch.cuda.is_available():
                 torch.cuda.synchronize()
@@ -276,7 +327,7 @@ def gpu_time_split(fn: Callable[[], Any]) -> dict[str, float]:
         warnings.filterwarnings("ignore", message=".*Profiler clears events.*")
         fn()
         torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        with quiet_profiler_log(), profile(activities=[ProfilerActivity.CUDA]) as prof:
             fn()
             torch.cuda.synchronize()
     kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
@@ -313,3 +364,4 @@ def best(values: dict[str, float], prefix: str) -> tuple[str, float]:
         raise InputError(f"no measurement starts with {prefix!r}; have {list(values)}.")
     k = max(cands, key=cands.__getitem__)
     return k, cands[k]
+

@@ -67,6 +67,15 @@ def atomic_add_ema(batches: Iterable[np.ndarray], momentum: float = 0.9) -> np.n
     return np.asarray(out)
 
 
+def share_in_range(wrong: Sequence[float], right: Sequence[float], factor: float = 2.0) -> float:
+    """Fraction of batches where a running scale stays finite and within `factor`x of the correct one."""
+    w, r = np.asarray(wrong, dtype=np.float64), np.asarray(right, dtype=np.float64)
+    if w.shape != r.shape or not w.size:
+        raise InputError(f"need two equally long, non-empty scale sequences; got {w.shape} and {r.shape}.")
+    ok = np.isfinite(w) & (w <= r * factor) & (w >= r / factor)
+    return float(ok.mean())
+
+
 @cuda.jit
 def _wrong_ema_kernel(x, scale, momentum, one_minus):
     """The seed's kernel: each thread atomically ADDS the EMA expression (wrong twice over)."""
@@ -241,8 +250,38 @@ def runtime_scale_cost(x: Any, linear: Any, repeats: int = 50) -> dict[str, floa
 
 def accuracy_study(model: Any, data: Any) -> list[dict]:
     """Test accuracy of FP32, dynamic INT8 and static INT8 (min/max calibrated on data.calib) Linears."""
+    from tqdm.auto import tqdm
+
     from helpers.models.train import evaluate
 
     calib = [data.calib.tensors[0][i:i + 128] for i in range(0, len(data.calib), 128)]
-    return [{"variant": name, "accuracy %": evaluate(m, data)} for name, m in (
-        ("FP32", model), ("dynamic INT8", dynamic_int8(model)), ("static INT8", static_int8(model, calib)))]
+    builders = {"FP32": lambda: model, "dynamic INT8": lambda: dynamic_int8(model),
+                "static INT8": lambda: static_int8(model, calib)}
+    return [{"variant": name, "accuracy %": evaluate(build(), data)}
+            for name, build in tqdm(builders.items(), desc="INT8 Linear layers: build and evaluate", leave=False)]
+
+
+def cpu_speed_study(d: int = 256, layers: int = 2, seq_len: int = 64, batch: int = 32,
+                    repeats: int = 5) -> dict[str, Any]:
+    """FP32, dynamic and static INT8 encoders timed on the CPU in one run, and the runtime amax's share.
+
+    Returns {'ms': {variant: median ms}, 'amax share': share of one dynamic INT8 Linear spent on its amax}.
+    """
+    import torch
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=3, desc="dynamic vs static INT8 on the CPU", leave=False)
+    big = speed_encoder(d=d, layers=layers, seq_len=seq_len)
+    x = torch.randn(batch, 1, seq_len)
+    bar.set_postfix_str("calibrating the static model")
+    variants = {"FP32": big, "dynamic INT8": dynamic_int8(big),
+                "static INT8": static_int8(big, [torch.randn(batch, 1, seq_len) for _ in range(2)])}
+    bar.update()
+    bar.set_postfix_str("timing the three models")
+    ms = time_variants(variants, x, repeats=repeats)
+    bar.update()
+    bar.set_postfix_str("timing the runtime amax")
+    cost = runtime_scale_cost(torch.randn(batch * seq_len, d), torch.nn.Linear(d, 4 * d))
+    bar.update()
+    bar.close()
+    return {"ms": ms, "amax share": cost["share"]}

@@ -79,13 +79,13 @@ def plot_tradeoff(acc_rows: Sequence[dict], speed_rows: Sequence[dict] | None, *
     ax.plot(ks, [r["accuracy %"] for r in acc_rows], marker="o", color=plots.PALETTE[0], label="accuracy")
     ax.axhline(fp32_acc, ls="--", color="0.4", lw=1, label=f"FP32 {fp32_acc:.1f}%")
     ax.set(xlabel="most sensitive layers kept in floating point (count)", ylabel="test accuracy (%)",
-           title="Mixed precision: accuracy and speed")
+           title="Mixed precision: accuracy and speed", ylim=(0, 100))
     if speed_rows:
         ax2 = ax.twinx()
         ax2.plot([r["kept in FP"] for r in speed_rows], [r["speed vs float"] for r in speed_rows],
                  marker="s", color=plots.PALETTE[1], label="speed vs float")
         ax2.set_ylabel("speed (× the all-float model)")
-        ax2.set_xlabel(ax.get_xlabel())  # the twin shares (and hides) the x axis
+        ax2.set_ylim(0, max(1.1, 1.1 * max(r["speed vs float"] for r in speed_rows)))
         ax2.grid(False)
         h1, l1 = ax.get_legend_handles_labels()
         h2, l2 = ax2.get_legend_handles_labels()

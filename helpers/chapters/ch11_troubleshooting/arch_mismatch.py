@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 from helpers.errors import InputError, MissingPackageError
@@ -121,11 +120,20 @@ def find_nvcc() -> str:
 
 
 def compile_kernel(flags: list[str], out_dir: str | Path | None = None) -> Path:
-    """Build the add_one kernel into a fatbin with the given nvcc flags; return its path."""
+    """Build the add_one kernel into a fatbin with the given nvcc flags; return its path.
+
+    Without `out_dir` the files go to a scratch folder removed when this Python process exits;
+    a folder you pass is yours and is never deleted.
+    """
     if not isinstance(flags, list) or not all(isinstance(f, str) for f in flags):
         raise InputError(f"flags must be a list of strings such as {gencode_flags((9, 0))}; got {flags!r}.")
     nvcc = find_nvcc()
-    out = Path(out_dir or tempfile.mkdtemp(prefix="arch_"))
+    if out_dir is None:
+        from helpers.session import scratch_dir
+
+        out = scratch_dir("arch")
+    else:
+        out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     src = out / "add_one.cu"
     src.write_text(KERNEL_SOURCE)

@@ -6,7 +6,7 @@ What is broken (the students find it with helpers.model_quant.diagnose-style che
   so every activation scale is ~30x too large and the INT8 grid is nearly empty;
 - it is a TensorRT-style Q/DQ graph (int8 activations, no QuantizeLinear after each layer): ORT's CPU
   cannot fuse DQ -> Conv without the Q after it, so every layer dequantizes, runs the float kernel and
-  pays the Q/DQ on top (chapter 9 measured ~0.5x FP32).
+  pays the Q/DQ on top (chapter 9 measures it: slower than FP32).
 
 Serves: chapter 11 (also lab 09).
 """
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -61,12 +60,21 @@ def fixed_deploy(fp32_path: str | os.PathLike, calib_batches: list[np.ndarray], 
 
 @functools.cache
 def prepare(workdir: str | None = None) -> dict[str, Any]:
-    """Export the chapter 7-8 CNN (MNIST-1D) to FP32 ONNX, build the broken INT8 model; return paths and data."""
+    """Export the chapter 7-8 CNN (MNIST-1D) to FP32 ONNX, build the broken INT8 model; return paths and data.
+
+    Without `workdir` the files go to a scratch folder removed when this Python process exits; a
+    folder you pass is yours and is never deleted.
+    """
     from helpers.data import load_dataset
     from helpers.deploy.export import export_onnx
     from helpers.models.train import trained_model
 
-    folder = Path(workdir or tempfile.mkdtemp(prefix="lab09_"))
+    if workdir is None:
+        from helpers.session import scratch_dir
+
+        folder = scratch_dir("lab09")
+    else:
+        folder = Path(workdir)
     folder.mkdir(parents=True, exist_ok=True)
     data = load_dataset("mnist1d")
     model = trained_model("resnet_small", progress=False)

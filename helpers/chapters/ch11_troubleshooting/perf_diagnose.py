@@ -28,13 +28,12 @@ from typing import Any
 
 import numpy as np
 
+from helpers.deploy.ort_backend import FLOAT_KERNELS, INTEGER_KERNELS, QDQ_OPS
 from helpers.errors import InputError, require_package
 
-FUSED_INT8 = ("QLinearConv", "QLinearMatMul", "QGemm", "ConvInteger", "MatMulInteger", "QAttention",
-              "DynamicQuantizeLinear", "MatMulIntegerToFloat", "FusedConv_QLinear", "NhwcQLinearConv")
-FLOAT_COMPUTE = ("Conv", "Gemm", "MatMul", "FusedConv", "FusedGemm", "FusedMatMul")
+FUSED_INT8, FLOAT_COMPUTE = INTEGER_KERNELS, FLOAT_KERNELS
 REFORMAT = ("Transpose", "Reshape", "ReorderInput", "ReorderOutput", "Cast", "Flatten")
-QDQ = ("QuantizeLinear", "DequantizeLinear")
+QDQ = QDQ_OPS
 
 
 @dataclass

@@ -42,6 +42,8 @@ METRICS = {
     "sm__throughput.avg.pct_of_peak_sustained_elapsed": "SM % of peak",
     "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum": "load sectors",
     "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum": "load requests",
+    "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum": "store sectors",
+    "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum": "store requests",
     "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum": "smem store bank conflicts",
     "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum": "smem load bank conflicts",
     "sm__warps_active.avg.pct_of_peak_sustained_active": "achieved occupancy %",
@@ -49,23 +51,30 @@ METRICS = {
 
 TARGETS: dict[str, NcuTarget] = {t.name: t for t in (
     NcuTarget("copy_float4", "copy_float4",
-              "DRAM % of peak near 90: the copy is limited by HBM only. Sectors/request = 16 "
-              "(float4: 32 threads x 16 B = 512 B = 16 sectors), every byte fetched is used."),
+              "Load sectors/request = 16 (a float4 load of 32 threads is 512 B = 16 sectors, every byte "
+              "used); the highest DRAM % of peak of the copies: limited by HBM only."),
     NcuTarget("copy_simple", "copy_simple",
-              "4 sectors/request (32 x 4 B = 128 B): perfectly coalesced; DRAM % a little below float4."),
+              "Load sectors/request = 4 (32 x 4 B = 128 B): perfectly coalesced, but one 4-byte load per "
+              "thread keeps fewer bytes in flight than float4, so DRAM % of peak is lower."),
     NcuTarget("copy_stride32", "copy_strided",
-              "32 sectors/request: each thread's 4 B drags in a whole 32 B sector, so 7/8 of the DRAM "
-              "traffic is wasted; DRAM read bytes ~8x the useful bytes."),
+              "Load sectors/request = 32: each thread's 4 B drags in a whole 32 B sector (the sector model: "
+              "at most 1/8 of the bytes moved are used). Compare DRAM throughput with the useful bytes: "
+              "DRAM moves whole 64 B pairs of sectors, so the measured waste is larger still."),
     NcuTarget("transpose_naive", "transpose_naive",
-              "Writes are strided: store sectors/request ~32 and DRAM % of peak far below the copy's."),
+              "Its reads go along rows, so LOAD sectors/request stay at 4; the WRITES are strided: read "
+              "the store sectors/request (32 B per 4 B written) and a DRAM % of peak far below the copy's."),
     NcuTarget("transpose_tiled", "transpose_tiled",
-              "Shared-memory tile fixes coalescing, but column reads of a 32x32 tile hit one bank: "
-              "smem load bank conflicts in the millions."),
+              "The shared-memory tile makes the global loads and stores coalesced, but reading a column "
+              "of a 32x32 float tile hits one bank 32 times: a huge count of shared-memory bank conflicts."),
     NcuTarget("transpose_padded", "transpose_padded",
-              "Padding the tile to 33 columns: bank conflicts ~0 and DRAM % close to the copy's."),
+              "Padding the tile to 33 columns: bank conflicts drop by orders of magnitude and DRAM % of "
+              "peak comes close to the copy's."),
     NcuTarget("reduce_shuffle", "reduce_shuffle",
-              "Warp shuffles: DRAM % of peak high, few shared-memory accesses, no bank conflicts."),
+              "Warp shuffles exchange registers: few shared-memory accesses, bank conflicts near zero, "
+              "DRAM % of peak high."),
 )}
+READINGS = {"dram_pct": "DRAM % peak", "sectors_per_request": "load sectors/req",
+            "store_sectors_per_request": "store sectors/req", "bank_conflicts": "bank conflicts"}
 ELEMENTS = 1 << 26  # 256 MB of float32: several times the 50-60 MB L2
 
 
@@ -160,6 +169,7 @@ def summarize(rows: Iterable[dict], target: str = "") -> dict:
     t = vals.get("gpu__time_duration.sum")
     moved = vals.get("dram__bytes_read.sum", 0) + vals.get("dram__bytes_write.sum", 0)
     req = vals.get("l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum")
+    st_req = vals.get("l1tex__t_requests_pipe_lsu_mem_global_op_st.sum")
     out = {
         "target": target, "kernel": kernel.split("(")[0],
         "time us": t * 1e6 if t else None,
@@ -167,6 +177,8 @@ def summarize(rows: Iterable[dict], target: str = "") -> dict:
         "DRAM % peak": vals.get("dram__throughput.avg.pct_of_peak_sustained_elapsed"),
         "SM % peak": vals.get("sm__throughput.avg.pct_of_peak_sustained_elapsed"),
         "sectors/request": vals["l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"] / req if req else None,
+        "store sectors/request": (vals["l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum"] / st_req
+                                  if st_req and "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum" in vals else None),
         "bank conflicts": vals.get("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum", 0)
         + vals.get("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum", 0),
         "occupancy %": vals.get("sm__warps_active.avg.pct_of_peak_sustained_active"),
@@ -190,7 +202,8 @@ def record_summaries(summaries: Iterable[dict]) -> list:
     from helpers.bench import record
 
     keys = {"time us": ("time_us", "us"), "DRAM GB/s": ("dram_gbs", "GB/s"), "DRAM % peak": ("dram_pct", "%"),
-            "sectors/request": ("sectors_per_request", "sectors"), "bank conflicts": ("bank_conflicts", "count"),
+            "sectors/request": ("sectors_per_request", "sectors"),
+            "store sectors/request": ("store_sectors_per_request", "sectors"), "bank conflicts": ("bank_conflicts", "count"),
             "occupancy %": ("occupancy_pct", "%")}
     recs = []
     for s in summaries:
@@ -198,6 +211,24 @@ def record_summaries(summaries: Iterable[dict]) -> list:
             if s.get(k) is not None:
                 recs.append(record(f"ch11.ncu.{s['target']}.{short}", s[k], unit, tool="ncu --clock-control none"))
     return recs
+
+
+def reading_rows() -> list[dict]:
+    """Per target: what to read, and the numbers that show it (this run's, else the stored run's)."""
+    from helpers import findings
+
+    rows = []
+    for name, t in TARGETS.items():
+        row: dict[str, Any] = {"target": name, "what to read": t.read}
+        wheres = set()
+        for short, label in READINGS.items():
+            m = findings.get(f"ch11.ncu.{name}.{short}")
+            row[label] = "–" if m is None else (f"{m.value:,.0f}" if m.value >= 1000 else f"{m.value:.3g}")
+            if m is not None:
+                wheres.add(m.where())
+        row["from"] = "; ".join(sorted(wheres)) or "not measured yet"
+        rows.append(row)
+    return rows
 
 
 def torch_profile(fn: Callable[[], Any], *, steps: int = 5, cuda: bool | None = None, top: int = 10) -> list[dict]:
@@ -210,8 +241,10 @@ def torch_profile(fn: Callable[[], Any], *, steps: int = 5, cuda: bool | None = 
     if cuda is None:
         cuda = torch.cuda.is_available()
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    from helpers.chapters.ch09_deployment.workloads import quiet_profiler_log
+
     fn()
-    with profile(activities=acts) as prof:
+    with quiet_profiler_log(), profile(activities=acts) as prof:
         for _ in range(steps):
             fn()
         if cuda:

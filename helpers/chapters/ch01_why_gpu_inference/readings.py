@@ -1,0 +1,78 @@
+"""Chapter 1's interpretation sentences, computed from this session's numbers or the stored run's.
+
+Each function returns one sentence (``helpers.findings``) that ends with where its numbers came from,
+so the notebook says the same thing with or without a GPU.
+
+Serves: chapter 1.
+"""
+
+from __future__ import annotations
+
+from helpers import bench, findings, reference
+from helpers.chapters.ch01_why_gpu_inference import inference_speed as speed
+from helpers.chapters.ch01_why_gpu_inference.claims import CPU_BW_ALL, CPU_BW_ONE, GPU_BW
+
+NAMES = {"bert_base": "BERT-base", "resnet50": "ResNet-50", "tiny_mlp": "the tiny MLP"}
+
+
+def _ms(model: str, mode: str, batch: int, dtype: str = "fp32") -> str:
+    """The record name of one latency (as inference_speed.record names it)."""
+    return f"ch01.{model}.{mode}{'' if dtype == 'fp32' else '_' + dtype}_ms.b{batch}"
+
+
+def growth(model: str, dtype: str = "fp32", b0: int = 1, b1: int = 32) -> str:
+    """How much longer batch b1 takes than batch b0 on the GPU (compute only), against b1/b0 times the work."""
+    work = b1 // b0
+    t0, t1 = findings.get(_ms(model, "gpu", b0, dtype)), findings.get(_ms(model, "gpu", b1, dtype))
+    if t0 is None or t1 is None:
+        return f"{NAMES[model]} ({dtype.upper()}): no GPU latencies measured here or stored yet."
+    r = t1.value / t0.value
+    busy = "the GPU was far from busy at the small batch" if r < work / 4 else "the GPU was already busy at the small batch"
+    where = t1.where()
+    return (f"{NAMES[model]} on the GPU ({dtype.upper()}, compute only): batch {b1} takes {r:.1f}× the time of "
+            f"batch {b0} for {work}× the work, so a sample costs {r / work:.0%} of what it did: {busy}. ({where})")
+
+
+def copy_cost(model: str = "bert_base", batch: int = 1) -> str:
+    """What the host↔device copies add at one batch size: end-to-end minus compute-only time."""
+    return findings.sentence(
+        f"{NAMES[model]}, batch {batch}: end to end {{e2e:.2f}} ms, compute only {{gpu:.2f}} ms: {{verdict}}.",
+        {"e2e": _ms(model, "gpu_e2e", batch), "gpu": _ms(model, "gpu", batch)},
+        lambda v: (f"the copies add {v['e2e'] - v['gpu']:.2f} ms ({(v['e2e'] - v['gpu']) / v['e2e']:.0%} of the total)"
+                   if v["e2e"] > 1.05 * v["gpu"] else
+                   "the difference is within the run-to-run noise, so at this size the copies cost next to nothing"))
+
+
+def stored_crossover(model: str = "tiny_mlp", source: str = "h200") -> str:
+    """Where the GPU, copies included, overtook the CPU of the same machine in the stored run."""
+    recs = speed.from_records(reference.lookup_all(f"ch01.{model}.", source))
+    bc, cpu = speed.series(recs, model, "cpu")
+    bg, gpu = speed.series(recs, model, "gpu_e2e")
+    if not bc or bc != bg:
+        return f"The stored {source} run holds no CPU and GPU sweep of {NAMES[model]} to compare."
+    x = speed.crossover_batch(bc, cpu, gpu)
+    label = reference.stored_label(source)
+    if x is None:
+        return (f"In the stored run the GPU, copies included, never overtook its own host CPU up to batch "
+                f"{bc[-1]:,} (there: GPU {gpu[-1]:.3g} ms, CPU {cpu[-1]:.3g} ms). ({label})")
+    return f"In the stored run the GPU, copies included, overtook its host CPU from batch {x:,} on. ({label})"
+
+
+def measure_cpu_bandwidth(nbytes: int = 1 << 27, repeats: int = 5) -> tuple[float, float]:
+    """Copy bandwidth of this CPU with all its cores and with one, both recorded; returns (all, one)."""
+    from helpers.perf import roofline
+
+    cores = roofline.cpu_cores()
+    all_cores = roofline.measure_bandwidth_gbs("cpu", nbytes=nbytes, repeats=repeats)
+    one = roofline.measure_bandwidth_gbs("cpu", nbytes=nbytes, repeats=repeats, threads=1)
+    bench.record(CPU_BW_ALL, all_cores, "GB/s", threads=cores)
+    bench.record(CPU_BW_ONE, one, "GB/s", threads=1)
+    return all_cores, one
+
+
+def bandwidth() -> str:
+    """The GPU's copy bandwidth against the CPU's with all cores (and one), each labelled with where it came from."""
+    return findings.sentence(
+        "CPU copy bandwidth {cpu:.1f} GB/s with all cores ({one:.1f} GB/s on one core); GPU copy "
+        "{gpu:,.0f} GB/s: {verdict}.", {"cpu": CPU_BW_ALL, "one": CPU_BW_ONE, "gpu": GPU_BW},
+        lambda v: f"the GPU moves {v['gpu'] / v['cpu']:.0f}× what all these CPU cores move")

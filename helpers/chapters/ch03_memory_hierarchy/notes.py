@@ -1,0 +1,66 @@
+"""What the lecture notes say about the memory hierarchy, judged by the sector model and chapter 3's runs.
+
+Registered in ``helpers.claims``; the notebook shows each as a callout where the topic comes up.
+
+Serves: chapter 3.
+"""
+
+from __future__ import annotations
+
+from helpers import claims as registry
+from helpers.claims import FAILS, HOLDS, NOT_MEASURED, Values
+from helpers.perf import access_patterns as ap
+from helpers.perf.occupancy import HOPPER
+
+A100_SHARED_PER_SM_KIB = 164  # CUDA C++ Programming Guide, table of compute capabilities: cc 8.0
+
+
+def _shared_size(_: Values) -> tuple[str, str]:
+    from helpers.device import gpu_info
+
+    info = gpu_info()
+    here = (f"; this GPU ({info.name}): {info.shared_memory_per_sm // 1024} KiB per SM"
+            if info is not None and info.shared_memory_per_sm else "")
+    hopper = HOPPER.shared_bytes // 1024
+    return (f"A100 (cc 8.0): {A100_SHARED_PER_SM_KIB} KiB per SM; H100/H200 (cc 9.0): {hopper} KiB per SM, "
+            f"{HOPPER.max_shared_per_block // 1024} KiB for one block{here}"), \
+        "outdated: " + f"Hopper has {hopper} KiB" if hopper > A100_SHARED_PER_SM_KIB else HOLDS
+
+
+def _ldg(m: Values) -> tuple[str, str]:
+    plain, ldg, restrict = (m.get(f"ch03.readonly_gbs.{k}") for k in ("plain", "ldg", "restrict"))
+    if plain is None or ldg is None:
+        return "the stencil was not measured", NOT_MEASURED
+    r = ldg / plain
+    return (f"stencil with __ldg runs at {r:.2f}× the plain loads"
+            + (f", const __restrict__ at {restrict / plain:.2f}×" if restrict else "")
+            + ": recent GPUs cache ordinary global loads in L1 too"), HOLDS if r > 1.03 else FAILS
+
+
+def _byte_stride_kernel(_: Values) -> tuple[str, str]:
+    addrs = ap.warp_addresses(lambda t: 4 * t, itemsize=1)
+    eff = ap.efficiency(addrs, itemsize=1)
+    fixed = ap.efficiency(ap.warp_addresses(lambda t: t, itemsize=4), itemsize=4)
+    return (f"sector model: a warp reading data[idx * 4] (one byte per thread, 4 bytes apart) needs "
+            f"{ap.sectors(addrs, 1)} sectors for {ap.WARP} useful bytes, {eff:.0%} of what it moves; reading "
+            f"one 4-byte word per thread (char4 or int) uses {fixed:.0%}"), FAILS if eff < 0.5 else HOLDS
+
+
+registry.register(
+    registry.Claim(
+        "ch03.shared_memory_size", 3, "notes 1 §1.2.3",
+        "Shared memory holds 48 KB to 164 KB.",
+        "共享内存的容量为 48 KB 到 164 KB。",
+        _shared_size, "CUDA C++ Programming Guide, technical specifications per compute capability"),
+    registry.Claim(
+        "ch03.ldg_read_only_cache", 3, "notes 3 §2.2",
+        "Load read-only data with the __ldg instruction to go through the read-only cache and gain bandwidth.",
+        "用 __ldg 指令读取只读数据，走只读缓存，从而提高带宽。",
+        _ldg, "this chapter's stencil (plain, const __restrict__, __ldg loads)",
+        ("ch03.readonly_gbs.plain", "ch03.readonly_gbs.restrict", "ch03.readonly_gbs.ldg")),
+    registry.Claim(
+        "ch03.byte_stride_kernel", 3, "notes 3 §5.2",
+        "The 'improved' kernel coalesces by having each thread read data[idx * 4], four bytes at a time.",
+        "“改进后”的核函数让每个线程读取 data[idx * 4]，并称这是合并访问、每次读取 4 个字节。",
+        _byte_stride_kernel, "the sector model of this chapter (helpers.perf.access_patterns)"),
+)

@@ -1,0 +1,82 @@
+"""Chapter 4's interpretation: divergence against its model, occupancy and reductions, from the record.
+
+Serves: chapter 4.
+"""
+
+from __future__ import annotations
+
+from helpers import findings
+from helpers.chapters.ch04_warp_execution.warp_bench import REDUCE_N, SHARED_KIB
+
+# Slowdown the warp model predicts (time ÷ the all-path-A time): a diverged warp runs both paths.
+MODEL = {"uniform": 1.0, "mod2": 2.0, "lane0": 2.0, "warp_uniform": 1.0, "branch_free": 1.0}
+OFF_MODEL = 0.15  # a measured slowdown this far (relative) from the model's is called out
+
+
+def divergence_rows() -> list[dict]:
+    """Per branch mode: the model's slowdown and the measured ones (cupy = CUDA C, numba), with their source."""
+    rows = []
+    for mode, model in MODEL.items():
+        row: dict = {"mode": mode, "model": model}
+        where = "not measured"
+        for backend, label in (("cupy", "CUDA C (cupy)"), ("numba", "numba")):
+            m = findings.get(f"ch04.divergence_slowdown.{backend}_{mode}")
+            row[label] = m.value if m else None
+            where = m.where() if m else where
+        rows.append({**row, "from": where})
+    return rows
+
+
+def divergence_verdict() -> str:
+    """Which measured slowdowns depart from the warp model, per backend."""
+    rows = divergence_rows()
+    out = []
+    for label in ("CUDA C (cupy)", "numba"):
+        off = [f"{r['mode']} {r[label]:.2f}× (model {r['model']:g}×)" for r in rows
+               if r[label] is not None and abs(r[label] / r["model"] - 1) > OFF_MODEL]
+        known = [r for r in rows if r[label] is not None]
+        if not known:
+            out.append(f"{label}: not measured here or stored.")
+        elif off:
+            out.append(f"{label}: departs from the model for " + ", ".join(off) + ".")
+        else:
+            out.append(f"{label}: every mode within {OFF_MODEL:.0%} of the model.")
+    return " ".join(out) + f" ({rows[0]['from']})"
+
+
+def occupancy_curve() -> str:
+    """Bandwidth as a share of the best against theoretical occupancy (shared-memory sweep), with a verdict."""
+    pts = []
+    for k in SHARED_KIB:
+        g, o = findings.get(f"ch04.smem_gbs.k{k}"), findings.get(f"ch04.smem_occupancy.k{k}")
+        if g is not None and o is not None:
+            pts.append((o.value, g.value, g.where()))
+    if not pts:
+        return "No occupancy sweep measured here or stored yet."
+    best = max(g for _, g, _ in pts)
+    by_occ = sorted({o: g for o, g, _ in pts}.items(), reverse=True)
+    shown = ", ".join(f"{o:.3g} → {g / best:.0%}" for o, g in by_occ)
+    partial = [(o, g / best) for o, g in by_occ if o < 1]
+    prop = all(0.8 <= share / o <= 1.5 for o, share in partial)
+    verdict = ("below full occupancy the bandwidth falls roughly in proportion to it: this copy has one load in "
+               "flight per thread, so it needs every warp it can get" if partial and prop else
+               "bandwidth does not follow occupancy in proportion here")
+    return f"Occupancy → share of the best bandwidth: {shown}. {verdict.capitalize()}. ({pts[0][2]})"
+
+
+def reductions() -> str:
+    """The four reductions and torch.sum against each other, as GB/s read."""
+    names = {k: f"ch04.reduce_gbs.cupy_{k}" for k in ("atomic", "interleaved", "shared", "shuffle")}
+    names["torch"] = "ch04.reduce_gbs.torch_sum"
+    trees = ("interleaved", "shared", "shuffle")
+
+    def verdict(v: dict) -> str:
+        spread = max(v[k] for k in trees) / min(v[k] for k in trees) - 1
+        return (f"one address serializes the atomics ({v['shuffle'] / v['atomic']:,.0f}× slower than shuffles); "
+                f"the three trees are within {spread:.0%} of each other, because reading "
+                f"{REDUCE_N * 4 >> 20} MiB from DRAM, not the tree, sets their time")
+
+    template = (f"Sum of {REDUCE_N >> 20}M floats, GB/s read: "
+                "atomic {atomic:,.1f}, interleaved tree {interleaved:,.0f}, sequential tree {shared:,.0f}, "
+                "shuffles {shuffle:,.0f}, torch.sum {torch:,.0f}: {verdict}.")
+    return findings.sentence(template, names, verdict)

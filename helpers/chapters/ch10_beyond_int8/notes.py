@@ -1,0 +1,105 @@
+"""What the lecture notes say about sparsity, dynamic scales, layouts, mixed precision and CPU-GPU
+splits, registered in the course's claims registry and judged by chapter 10's measurements.
+
+Serves: chapter 10.
+"""
+
+from __future__ import annotations
+
+from helpers import claims as registry
+from helpers.claims import FAILS, HOLDS, NOT_MEASURED, Values, combine, fmt
+
+NEUTRAL = 0.05  # a speed ratio within 5% of 1 is "no change"
+NOISE = 0.10  # CPU matmul timings on a shared machine wander this much
+
+
+def _no_change(v: float | None) -> str:
+    """'holds' when a measured speed-up is real (> 1 + NEUTRAL), "doesn't hold" otherwise."""
+    if v is None:
+        return NOT_MEASURED
+    return HOLDS if v > 1 + NEUTRAL else FAILS
+
+
+def _unstructured(m: Values) -> tuple[str, str]:
+    cpu, gpu = m.get("ch10.sparsity.cpu_unstructured_speedup"), m.get("ch10.sparsity.gpu_unstructured_speedup")
+    decider = gpu if gpu is not None else cpu  # the GPU timing is the steadier one (CUDA events, no other load)
+    verdict = NOT_MEASURED if decider is None else (HOLDS if decider > 1 + NOISE else FAILS)
+    return (f"the same matmul with half its weights zeroed anywhere runs {fmt(gpu, '×')} as fast on the GPU "
+            f"({fmt(cpu, '×')} on the CPU, a noisier timing): scattered zeros are multiplied like any other "
+            "number, so the zeros buy no speed"), verdict
+
+
+def _atomic_add(m: Values) -> tuple[str, str]:
+    r = m.get("ch10.dynamic.atomicadd_in_range")
+    if r is None:
+        return "the two kernels were not run", NOT_MEASURED
+    return (f"the atomicAdd scale stays within 2× of the correct running scale for {r:.0%} of the batches, "
+            "then runs away (to infinity in float32): atomicAdd adds its argument to the old value, and every "
+            "thread does it"), FAILS if r < 1 else HOLDS
+
+
+def _split(m: Values) -> tuple[str, str]:
+    b1, b2 = m.get("ch10.pipeline.split_bytes_ratio.k1"), m.get("ch10.pipeline.split_bytes_ratio.k2")
+    g1, g2 = m.get("ch10.pipeline.split_gain.k1"), m.get("ch10.pipeline.split_gain.k2")
+    fewer = NOT_MEASURED if b1 is None or b2 is None else (HOLDS if min(b1, b2) < 1 else FAILS)
+    gain = NOT_MEASURED if g1 is None or g2 is None else (HOLDS if max(g1, g2) >= 0.15 else FAILS)
+    gains = "not measured on a GPU yet" if g1 is None or g2 is None else f"{g1:+.0%} and {g2:+.0%}"
+    return (f"with 1 or 2 conv blocks on the CPU each frame sends {fmt(b1, '×')} and {fmt(b2, '×')} the bytes "
+            f"of the unsplit pipeline over PCIe; end-to-end frame rate {gains} against no split"), combine(
+        {"fewer PCIe bytes": fewer, "+15% end to end": gain})
+
+
+def _nhwc(m: Values) -> tuple[str, str]:
+    f, i = m.get("ch10.layout.fp16_nhwc_speedup"), m.get("ch10.layout.int8_nhwc_speedup")
+    verdict = combine({"FP16 conv": _no_change(f), "INT8 1x1 conv": _no_change(i)})
+    if verdict == HOLDS:
+        verdict = "the advice holds; the descriptor call does not"
+    return (f"NHWC ÷ NCHW speed: FP16 3x3 conv {fmt(f, '×')}, INT8 1x1 conv {fmt(i, '×')}. "
+            "cudnnSetTensor4dDescriptorEx takes the sizes as N, C, H, W and one stride per dimension "
+            "(NHWC: H·W·C, 1, W·C, C); the notes pass N, H, W, C and strides of another layout"), verdict
+
+
+def _mixed(m: Values) -> tuple[str, str]:
+    a0, a2 = m.get("ch10.mixed.acc.k0"), m.get("ch10.mixed.acc.k2")
+    s0, s10 = m.get("ch10.mixed.cuda.speed.k0"), m.get("ch10.mixed.cuda.speed.k10")
+    acc = NOT_MEASURED if a0 is None or a2 is None else (HOLDS if a2 > a0 + 1 else FAILS)
+    speed = NOT_MEASURED if s0 is None else (HOLDS if s0 > 1 + NEUTRAL else FAILS)
+    return (f"accuracy {fmt(a0, '%')} with every layer INT8, {fmt(a2, '%')} with two kept in float; GPU speed "
+            f"{fmt(s0, '×')} the all-FP16 model with every layer INT8 ({fmt(s10, '×')} with none): eager INT8 "
+            "layers are slower than FP16 ones here"), combine({"accuracy": acc, "INT8 faster than FP16": speed})
+
+
+CLAIMS: tuple[registry.Claim, ...] = (
+    registry.Claim(
+        "ch10.unstructured_sparsity", 10, "notes 3 §6.1",
+        "Combine pruning with quantization: zero the weights below a magnitude threshold, then quantize.",
+        "将权重剪枝与量化结合：把幅值低于阈值的权重置零，再进行量化。",
+        _unstructured, "chapter 10 §1: the same matmul with and without half of its weights set to zero",
+        ("ch10.sparsity.cpu_unstructured_speedup", "ch10.sparsity.gpu_unstructured_speedup")),
+    registry.Claim(
+        "ch10.atomicadd_scale", 10, "notes 3 §6.2",
+        "Update the quantization scale at run time with atomicAdd(scale, 0.9·scale + 0.1·new_scale).",
+        "在运行时用 atomicAdd(scale, 0.9·scale + 0.1·new_scale) 更新量化缩放因子。",
+        _atomic_add, "chapter 10 §2: both kernels on the same batches (CUDA simulator without a GPU)",
+        ("ch10.dynamic.atomicadd_in_range",)),
+    registry.Claim(
+        "ch10.nhwc", 10, "notes 3 §4.1",
+        "NHWC usually suits the GPU better than NCHW; set it with cudnnSetTensor4dDescriptorEx(n, h, w, c, …).",
+        "NHWC 通常比 NCHW 更适合 GPU；用 cudnnSetTensor4dDescriptorEx 按 n、h、w、c 的顺序设置。",
+        _nhwc, "chapter 10 §5 timings; cuDNN API reference (cudnnSetTensor4dDescriptorEx, CUDNN_TENSOR_NHWC)",
+        ("ch10.layout.fp16_nhwc_speedup", "ch10.layout.int8_nhwc_speedup")),
+    registry.Claim(
+        "ch10.mixed_precision", 10, "notes 3 §4.2",
+        "Keeping the key layers in FP16 and the rest in INT8 balances speed and accuracy.",
+        "关键层保持 FP16、其余层用 INT8，可以在速度和精度之间取得平衡。",
+        _mixed, "chapter 10 §4: fake-quant accuracy per k, and real INT8/FP16 layers timed on the GPU",
+        ("ch10.mixed.acc.k0", "ch10.mixed.acc.k2", "ch10.mixed.cuda.speed.k0", "ch10.mixed.cuda.speed.k10")),
+    registry.Claim(
+        "ch10.cpu_first_layers", 10, "notes 3 §6.3",
+        "Running the model's first one or two layers on the CPU cuts PCIe traffic and gives about 15% end to end on video.",
+        "把模型的前 1–2 层放到 CPU 上运行可以显著降低 PCIe 传输开销，视频流端到端性能约提升 15%。",
+        _split, "chapter 10 §6: bytes per frame from the tensor shapes; pipelined frame rate on the GPU",
+        ("ch10.pipeline.split_bytes_ratio.k1", "ch10.pipeline.split_bytes_ratio.k2",
+         "ch10.pipeline.split_gain.k1", "ch10.pipeline.split_gain.k2")),
+)
+registry.register(*CLAIMS)

@@ -1,0 +1,123 @@
+"""The verdicts that chapter 10 prints about its measurements, computed from the numbers.
+
+Each function takes the measured values (live, or stored and labelled by helpers.findings) and
+returns the words of the verdict, so the notebook's explanation is the same with or without a GPU
+and can never disagree with the table above it.
+
+Serves: chapter 10.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from helpers.errors import InputError
+from helpers.findings import compare
+
+NOTES_SPLIT_GAIN = 0.15  # lecture notes §6.3: first 1-2 layers on the CPU, ~15% end to end for video
+RECOVERED_PTS = 1.0  # "recovered": within this many points of FP32
+
+
+def sparsity_gain(values: Mapping[str, float]) -> str:
+    """Verdict on 2:4 speed-ups {'f': FP16 2:4 / dense, 'i': INT8 2:4 / dense}."""
+    best = max(values["f"], values["i"])
+    if best >= 1.10:
+        return "a real gain on this stack, though below the 2× ceiling of the datasheet"
+    if best >= 0.97:
+        return "no gain on this stack: at best the 2:4 kernels match the dense ones"
+    return "a loss on this stack: both 2:4 kernels are slower than the dense ones"
+
+
+def dynamic_vs_static(values: Mapping[str, float]) -> str:
+    """Verdict comparing static {'s'} with dynamic {'d'} INT8 speed (both ÷ FP32)."""
+    return compare(values["s"], values["d"],
+                   above="static is faster here: the per-call range reduction it saves outweighs its extra "
+                         "quantize and dequantize conversions",
+                   below="dynamic is faster here: this eager static version's extra conversions cost more "
+                         "than the range reduction it saves",
+                   same="the two are about as fast here", tolerance=0.05)
+
+
+def fp8_model(values: Mapping[str, float]) -> str:
+    """Verdict on GEMM {'g'} vs whole-model FP8 {'f'} and INT8 {'i'} speed ratios over BF16."""
+    gemm = compare(values["g"], above="faster", below="slower", same="about as fast")
+    worst = min(values["f"], values["i"])
+    if worst < 0.97 and gemm == "faster":
+        return ("the GEMM alone is faster, but the eager models are slower than BF16: the separate "
+                "quantize and rescale passes cost more than the faster GEMMs save")
+    return f"the GEMM alone is {gemm} than BF16, and the models follow it"
+
+
+def layout_gain(values: Mapping[str, float]) -> str:
+    """Verdict on NHWC ÷ NCHW speed-ups {'f': FP16 conv, 'i': INT8 1x1 conv}."""
+    if min(values["f"], values["i"]) > 1.03:
+        bigger = "INT8" if values["i"] > values["f"] else "FP16"
+        return f"NHWC wins for both, by most for {bigger}"
+    return "NHWC does not win everywhere on this GPU"
+
+
+def mixed_precision(acc: Mapping[int, float], speed: Mapping[int, float], fp32_acc: float, where: str) -> str:
+    """The accuracy-and-speed reading of the mixed-precision curve, k = layers kept in floating point."""
+    if not acc:
+        raise InputError("mixed_precision needs the accuracy per k (layers kept in floating point).")
+    ks = sorted(acc)
+    lines = [f"With every layer in INT8 the fragile CNN scores {acc[ks[0]]:.1f}% (FP32 {fp32_acc:.1f}%)."]
+    steps = ", ".join(f"k={k}: {acc[k]:.1f}%" for k in ks[1:3])
+    recovered = next((k for k in ks if acc[k] >= fp32_acc - RECOVERED_PTS), None)
+    rec = (f"the accuracy is back within {RECOVERED_PTS:g} point of FP32 from k={recovered}" if recovered is not None
+           else f"no k brings it within {RECOVERED_PTS:g} point of FP32")
+    lines.append(f"Keeping the most sensitive layers in floating point ({steps}): {rec}.")
+    sk = [k for k in ks if k in speed]
+    if len(sk) < 2:
+        lines.append("Speed: not measured on a GPU here, and no stored GPU run holds it.")
+        return "\n".join(lines)
+    s = [speed[k] for k in sk]
+    rising = all(b >= a * 0.97 for a, b in zip(s, s[1:])) and s[-1] > s[0] * 1.03
+    falling = all(b <= a * 1.03 for a, b in zip(s, s[1:])) and s[-1] < s[0] * 0.97
+    trend = (f"{s[0]:.2f}× the all-FP16 model with every layer in INT8, rising with every layer kept in "
+             f"floating point to {s[-1]:.2f}× at k={sk[-1]}")
+    if rising:
+        verdict = ("here the INT8 layers are the slow ones (each is a separate quantize, integer GEMM and "
+                   "dequantize on small tensors), so keeping layers in floating point buys accuracy and speed")
+    elif falling:
+        trend = f"{s[0]:.2f}× the all-FP16 model with every layer in INT8, falling to {s[-1]:.2f}× at k={sk[-1]}"
+        verdict = "here INT8 pays, and every layer kept in floating point costs speed"
+    else:
+        trend = "between " + ", ".join(f"{v:.2f}×" for v in s) + " of the all-FP16 model"
+        verdict = "the speed does not move steadily with k here"
+    lines.append(f"Speed ({where}): {trend}: {verdict}.")
+    return "\n".join(lines)
+
+
+def split_claim(values: Mapping[str, float]) -> str:
+    """Verdict on the notes' split claim from the gains {'g1', 'g2'} of 1 and 2 CPU blocks over no split."""
+    best = max(values["g1"], values["g2"])
+    if best >= NOTES_SPLIT_GAIN:
+        return f"the notes' +{NOTES_SPLIT_GAIN:.0%} holds here"
+    if best > 0.03:
+        return f"a gain, but short of the notes' +{NOTES_SPLIT_GAIN:.0%}"
+    return f"the notes' +{NOTES_SPLIT_GAIN:.0%} does not hold here: moving layers to the CPU makes the pipeline slower or no faster"
+
+
+DESCRIPTIONS = {
+    "ch10.sparsity.fp16_24_over_dense": "2:4 FP16 GEMM ÷ dense FP16 GEMM speed, 8192³",
+    "ch10.sparsity.int8_24_over_dense": "2:4 INT8 GEMM ÷ dense INT8 GEMM speed, 8192³",
+    "ch10.sparsity.gpu_unstructured_speedup": "GPU matmul with half the weights zeroed anywhere ÷ dense",
+    "ch10.dynamic.cpu_dynamic_over_fp32": "CPU encoder, dynamic INT8 ÷ FP32 speed",
+    "ch10.dynamic.cpu_static_over_fp32": "CPU encoder, static INT8 ÷ FP32 speed",
+    "ch10.fp8.gemm_fp8_over_bf16": "FP8 GEMM ÷ BF16 GEMM speed, 8192³",
+    "ch10.fp8.bert_fp8_over_bf16": "eager BERT-base, FP8 Linears ÷ BF16 speed",
+    "ch10.fp8.bert_int8_over_bf16": "eager BERT-base, INT8 Linears ÷ BF16 speed",
+    "ch10.layout.fp16_nhwc_speedup": "NHWC ÷ NCHW speed, FP16 3x3 conv (cuDNN)",
+    "ch10.layout.int8_nhwc_speedup": "NHWC ÷ NCHW speed, INT8 1x1 conv as one GEMM",
+    "ch10.pipeline.split_gain.k1": "video frame rate, 1 conv block on the CPU vs none (gain)",
+    "ch10.pipeline.split_gain.k2": "video frame rate, 2 conv blocks on the CPU vs none (gain)",
+    "ch10.pipeline.pinned_over_pageable": "pinned ÷ pageable host-to-device copy speed, 256 MB",
+    "ch10.pipeline.overlap_speedup": "copies || matmuls on two streams ÷ one stream",
+    "ch10.pipeline.video_gain": "video frame rate, CPU preprocessing || GPU model vs serial (gain)",
+}
+
+
+def described(names: list[str]) -> dict[str, str]:
+    """{name: human description} for reference.show (the name itself where none is written)."""
+    return {n: DESCRIPTIONS.get(n, n) for n in names}

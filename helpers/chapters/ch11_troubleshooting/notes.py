@@ -1,0 +1,65 @@
+"""What the lecture notes say about troubleshooting INT8 deployments, registered in the course's
+claims registry and judged by chapter 11's measurements and the CUDA compatibility rules.
+
+(The notes' INT8 architecture table and their strided int8 read are judged where the course teaches
+them: ch02.volta_int8_tensor_cores and ch03.byte_stride_kernel; chapter 11 shows those callouts.)
+
+Serves: chapter 11.
+"""
+
+from __future__ import annotations
+
+from helpers import claims as registry
+from helpers.claims import FAILS, HOLDS, NOT_MEASURED, Values
+
+def _gencode(m: Values) -> tuple[str, str]:
+    from helpers.chapters.ch11_troubleshooting.arch_mismatch import explain, sass_runs_on
+
+    wrong = m.get("ch11.arch.wrong_sass_loads")
+    last = explain(["sm_75"], (9, 0)).splitlines()[-1]
+    measured = ("" if wrong is None else
+                f"; on the GPU a binary with SASS for another major version {'loaded' if wrong else 'failed to load'}")
+    verdict = FAILS if not sass_runs_on("sm_75", (9, 0)) else HOLDS
+    return (f"code=sm_75 is SASS for compute capability 7.x only. On a 9.0 GPU: {last.removeprefix('=> ')}"
+            f"{measured}. Build for the GPU you deploy on and add its PTX (code=compute_XY) so newer GPUs can "
+            "JIT-compile it"), verdict
+
+
+def _ncu_cli(_m: Values) -> tuple[str, str]:
+    return ("the Nsight Compute command line is `ncu` (nv-nsight-cu-cli is its old name); chapter 11 selects a "
+            "kernel by name with --kernel-name regex:^NAME$ and --launch-skip/--launch-count, and keeps the "
+            "boost clock with --clock-control none so ncu's times match the notebooks'"), "outdated"
+
+
+def _accuracy(m: Values) -> tuple[str, str]:
+    first, after, final = (m.get(f"ch11.accuracy.{k}_pts") for k in ("initial_drop", "after_first_fix", "final_drop"))
+    if first is None or final is None:
+        return "the fix loop was not run", NOT_MEASURED
+    after_txt = "" if after is None else f", {after:.1f} after the first fix (per-channel weights)"
+    return (f"on the fragile CNN: {first:.1f} points lost with per-tensor INT8{after_txt}, {final:.1f} at the end of "
+            "the checklist. Per-channel weights alone do not fix an activation range blown up by one channel; "
+            "the later steps (a clipping calibrator, a layer kept in floating point) do: the checklist works, "
+            "in order"), HOLDS if final <= 1.0 else FAILS
+
+
+CLAIMS: tuple[registry.Claim, ...] = (
+    registry.Claim(
+        "ch11.gencode", 11, "notes 3 §5.3",
+        "For 'no kernel image is available', compile with nvcc -gencode arch=compute_75,code=sm_75.",
+        "遇到 no kernel image is available 错误时，用 nvcc -gencode arch=compute_75,code=sm_75 编译。",
+        _gencode, "CUDA compatibility rules (helpers.chapters.ch11_troubleshooting.arch_mismatch); chapter 11's "
+        "build-and-load test on the GPU", ("ch11.arch.wrong_sass_loads",)),
+    registry.Claim(
+        "ch11.ncu_cli", 11, "notes 3 §4.3",
+        "Tune kernels with nv-nsight-cu-cli --kernel-id ::myKernel --metrics sm__inst_executed_pipe_tensor.sum.",
+        "用 nv-nsight-cu-cli --kernel-id ::myKernel --metrics sm__inst_executed_pipe_tensor.sum 分析核函数。",
+        _ncu_cli, "Nsight Compute CLI documentation; chapter 11's ncu command lines"),
+    registry.Claim(
+        "ch11.accuracy_checklist", 11, "notes 3 §5.1",
+        "Accuracy dropped by more than 5%: check the calibration data, the clipping range, try per-channel "
+        "instead of per-tensor, keep sensitive layers in FP16.",
+        "量化后精度下降超过 5%：检查校准数据是否有代表性、量化范围是否合适，尝试逐通道量化，敏感层保持 FP16。",
+        _accuracy, "chapter 11 §2: diagnose, fix, repeat on a model made to fail",
+        ("ch11.accuracy.initial_drop_pts", "ch11.accuracy.after_first_fix_pts", "ch11.accuracy.final_drop_pts")),
+)
+registry.register(*CLAIMS)
