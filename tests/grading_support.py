@@ -169,3 +169,20 @@ def leaks(texts: dict[str, str]) -> list[str]:
     return found
 
 
+
+
+def answer_tests(good: dict, wrong: dict) -> tuple:
+    """Two parametrized tests for a lab's checks: every correct answer passes, every known-wrong one is
+    rejected. Use as ``test_correct_answers_pass, test_wrong_variants_rejected = answer_tests(GOOD, WRONG)``."""
+    from helpers.grading import CheckFailed, check
+
+    @pytest.mark.parametrize("exercise", sorted(good))
+    def test_correct_answers_pass(exercise: str) -> None:
+        assert check(exercise, good[exercise], plot=False).passed
+
+    @pytest.mark.parametrize("exercise,variant", [(e, v) for e, vs in wrong.items() for v in vs])
+    def test_wrong_variants_rejected(exercise: str, variant: str) -> None:
+        with pytest.raises(CheckFailed):
+            check(exercise, wrong[exercise][variant], plot=False)
+
+    return test_correct_answers_pass, test_wrong_variants_rejected

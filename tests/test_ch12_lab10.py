@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from grading_support import answer_tests
 
-from helpers.grading import CheckFailed, check
 
 
 def good_quantize(w, g):
@@ -88,15 +88,7 @@ GOOD = {"lab10.int4_group_quantize": good_quantize, "lab10.pack_int4": good_pack
         "lab10.smoothquant_scale": good_scale, "lab10.apply_smoothing": good_apply}
 
 
-@pytest.mark.parametrize("exercise", sorted(GOOD))
-def test_correct_answers_pass(exercise):
-    assert check(exercise, GOOD[exercise], plot=False).passed
-
-
-@pytest.mark.parametrize("exercise,variant", [(e, v) for e, vs in WRONG.items() for v in vs])
-def test_wrong_variants_rejected(exercise, variant):
-    with pytest.raises(CheckFailed):
-        check(exercise, WRONG[exercise][variant], plot=False)
+test_correct_answers_pass, test_wrong_variants_rejected = answer_tests(GOOD, WRONG)
 
 
 def test_pack_matches_the_course_packing():
