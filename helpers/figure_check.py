@@ -222,26 +222,35 @@ def figure_problems(fig: Figure, renderer: Any = None) -> list[str]:
 
 # ---- make notebooks: check every figure a notebook draws ----------------------------------------
 
-_seen: set[tuple[int, tuple[str, ...]]] = set()
+_uids = itertools.count()
+_seen: set[tuple[str, tuple[str, ...]]] = set()
 _state: dict[str, str] = {"notebook": ""}
 
 
 def _on_draw(event: Any) -> None:
-    """Check a figure when it is drawn; append its problems to $WORKBOOK_FIGURE_LINT."""
+    """Check a figure when it is drawn; append what it finds (nothing, too) to $WORKBOOK_FIGURE_LINT.
+
+    A figure is often drawn before its caller has finished it (``plots.save_figure`` draws while a helper
+    builds it; the caller may then add a legend or ``plots.zoomed``), so each figure's record carries an
+    id and ``read_problems`` keeps only its last draw: what the student sees.
+    """
     fig = event.canvas.figure
+    path = os.environ.get(LINT_VAR)
+    if not path:
+        return
     try:
         problems = figure_problems(fig, event.renderer)
     except Exception as exc:  # noqa: BLE001 - a checker crash is reported, never breaks the notebook
         problems = [f"the figure check itself failed: {type(exc).__name__}: {exc}"]
-    key = (id(fig), tuple(problems))
-    path = os.environ.get(LINT_VAR)
-    if not problems or key in _seen or not path:
+    uid = fig.__dict__.setdefault("_workbook_uid", f"{os.getpid()}-{next(_uids)}")
+    key = (uid, tuple(problems))
+    if key in _seen:
         return
     _seen.add(key)
     titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
     with open(path, "a", encoding="utf-8") as f:
         f.write(json.dumps({"notebook": _state["notebook"], "figure": " / ".join(titles) or "untitled",
-                            "problems": problems}) + "\n")
+                            "uid": uid, "problems": problems}) + "\n")
 
 
 def attach(fig: Figure) -> None:
@@ -269,11 +278,17 @@ def enable(notebook: str) -> bool:
 
 
 def read_problems(path: str | os.PathLike) -> list[dict]:
-    """The problems a notebook run appended to `path` (none when the file does not exist)."""
+    """The figures with problems that a notebook run appended to `path`, each as last drawn (none when the
+    file does not exist)."""
     p = Path(path)
     if not p.exists():
         return []
-    return [json.loads(line) for line in p.read_text(encoding="utf-8").splitlines() if line.strip()]
+    last: dict[str, dict] = {}
+    for i, line in enumerate(p.read_text(encoding="utf-8").splitlines()):
+        if line.strip():
+            rec = json.loads(line)
+            last[rec.get("uid", f"line {i}")] = rec
+    return [r for r in last.values() if r["problems"]]
 
 
 def main(argv: list[str] | None = None) -> int:

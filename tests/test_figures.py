@@ -135,3 +135,24 @@ def test_explorer_series_keep_their_colours_when_toggled():
         colours[per_channel] = {ln.get_label().split(" (")[0]: ln.get_color() for ln in right.lines}
     assert colours[False] == colours[True]
     assert colours[False]["per-tensor"] != colours[False]["per-channel"]
+
+
+def test_a_figure_is_judged_as_last_drawn(tmp_path, monkeypatch):
+    """plots.sweep saves (draws) the figure before its caller zooms it: only the last draw counts."""
+    from helpers import figure_check
+
+    found = tmp_path / "problems.jsonl"
+    monkeypatch.setenv(figure_check.LINT_VAR, str(found))
+    monkeypatch.setitem(figure_check._state, "notebook", "99_planted")
+    fixed = plots.sweep([1, 2, 3], {"a": [95.0, 96.0, 97.0]}, title="Fixed later", xlabel="epoch (count)",
+                        ylabel="accuracy (%)", device="test")
+    left = plots.sweep([1, 2, 3], {"a": [95.0, 96.0, 97.0]}, title="Never fixed", xlabel="epoch (count)",
+                       ylabel="accuracy (%)", device="test")
+    for fig in (fixed, left):
+        figure_check.attach(fig)
+        fig.canvas.draw()
+    assert {r["figure"] for r in figure_check.read_problems(found)} == {"Fixed later", "Never fixed"}
+    plots.zoomed(fixed.axes[0], "the points that matter")
+    fixed.canvas.draw()
+    assert [r["figure"] for r in figure_check.read_problems(found)] == ["Never fixed"]
+    plt.close("all")

@@ -230,7 +230,8 @@ def plot(points: list[RoofPoint], peak_tflops: float, bandwidth_gbs: float, *, t
     from helpers import plots
 
     _positive(peak_tflops=peak_tflops, bandwidth_gbs=bandwidth_gbs)
-    fig, ax = plots.plt.subplots()
+    w, h = plots.plt.rcParams["figure.figsize"]
+    fig, ax = plots.plt.subplots(figsize=(w * 1.4, h))  # room for the legend beside the axes
     ais = [p.intensity for p in points] or [1.0]
     ridge = ridge_point(peak_tflops, bandwidth_gbs)
     xs = np.logspace(np.log10(min(min(ais), ridge) / 4), np.log10(max(max(ais), ridge) * 4), 200)
@@ -246,7 +247,7 @@ def plot(points: list[RoofPoint], peak_tflops: float, bandwidth_gbs: float, *, t
                    marker=plots.MARKERS[i], label=kind, zorder=3)
     ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte)",
            ylabel="throughput (TFLOP/s)", title=title)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))  # beside the axes: points fill every corner
     plots.label_device(ax, device, note)
     fig.tight_layout()
     plots.save_figure(fig, title)

@@ -67,7 +67,7 @@ def gemv_bars(rows: list[dict], device: str | None = None, note: str = "") -> An
 def decode_bars(rows: list[dict], device: str | None = None, note: str = "") -> Any:
     """Decode tokens/s per path."""
     return plots.bar_ratios({r["path"]: r["tokens/s"] for r in rows}, title="Decode tokens/s, 7B-shaped stack, batch 1",
-                            ylabel="tokens/s", device=device, note=note)
+                            ylabel="decode speed (tokens/s)", device=device, note=note)
 
 
 def sweep_plot(rows: list[dict], device: str | None = None, note: str = "") -> Any:
@@ -76,7 +76,7 @@ def sweep_plot(rows: list[dict], device: str | None = None, note: str = "") -> A
     ys = {s: [next((r["TFLOP/s"] for r in rows if r["scheme"] == s and r["M"] == m), float("nan")) for m in ms]
           for s in dict.fromkeys(r["scheme"] for r in rows)}
     return plots.sweep(ms, ys, title=f"One {batch_sweep.N}×{batch_sweep.K} layer at batch M", xlabel="batch M (tokens)",
-                       ylabel="TFLOP/s", logx=True, logy=True, device=device, note=note)
+                       ylabel="throughput (TFLOP/s)", logx=True, logy=True, device=device, note=note)
 
 
 def sweep_roofline(rows: list[dict], d2d_gbs: float, device: str | None = None, note: str = "") -> Any:
