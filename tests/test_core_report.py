@@ -9,8 +9,11 @@ from helpers import bench
 from helpers.tools import report, report_names
 
 
-def _write(path: Path, names: list[str]) -> Path:
-    bench.save_records([bench.Record(n, 1.0, "x", "CPU", "2026-01-01", notebook="nb") for n in names], path)
+NOTEBOOK = report_names.course_notebooks()[0].stem  # a notebook the run executes
+
+
+def _write(path: Path, names: list[str], notebook: str = NOTEBOOK) -> Path:
+    bench.save_records([bench.Record(n, 1.0, "x", "CPU", "2026-01-01", notebook=notebook) for n in names], path)
     return path
 
 
@@ -26,6 +29,14 @@ def test_check_names_reports_both_directions(tmp_path, monkeypatch):
     problems = report.check_names(_write(tmp_path / "r.json", ["a.b", "new.name"]))
     assert any("new.name" in p and "not in reference" in p for p in problems)
     assert any("old.name" in p and "no notebook recorded it" in p for p in problems)
+
+
+def test_check_names_ignores_other_commands_records(tmp_path, monkeypatch):
+    # `make test`'s suite time and the fresh-clone timer store records no notebook makes
+    stored = tuple(bench.load_records(_write(tmp_path / "s.json", ["a.b"])))
+    stored += tuple(bench.load_records(_write(tmp_path / "t.json", ["suite.fresh"], notebook="make lab (fresh clone)")))
+    monkeypatch.setattr("helpers.reference.load", lambda source="cpu": stored)
+    assert report.check_names(_write(tmp_path / "r.json", ["a.b"])) == []
 
 
 def test_check_names_fails_without_records_or_reference(tmp_path, monkeypatch):
