@@ -101,3 +101,16 @@ def test_fresh_clone_rejects_bad_input(tmp_path, capsys):
     assert fresh_clone.main([str(tmp_path / "x.json"), "--overlay", "no/such/file"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and all(ln.startswith("error: ") for ln in err), err
+
+
+def test_suite_time_counts_setup_only_when_it_ran_in_the_command(tmp_path):
+    import os
+
+    from helpers.tools import suite_time
+
+    stamp = tmp_path / ".setup-done"
+    assert suite_time.setup_seconds(1000.0, stamp) == 0.0  # never set up
+    stamp.touch()
+    os.utime(stamp, (1300.0, 1300.0))
+    assert suite_time.setup_seconds(1000.0, stamp) == 300.0  # set up during the run
+    assert suite_time.setup_seconds(2000.0, stamp) == 0.0  # set up before it
