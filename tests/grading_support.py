@@ -127,35 +127,30 @@ def _load(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def solution_lines(nb: dict) -> set[str]:
-    """Non-trivial lines inside solution blocks (what must never reach students)."""
-    out = set()
+def _marked(nb: dict, begin: str, end: str):
+    """(stripped line, whether it lies between the `begin` and `end` markers) for every line of every cell."""
     for src in _sources(nb):
         inside = False
         for line in src.splitlines():
             s = line.strip()
-            if s == BEGIN_SOLUTION:
-                inside = True
-            elif s == END_SOLUTION:
-                inside = False
-            elif inside and len(s) >= 16 and not s.startswith("#") and CODE_LIKE.search(s) and s not in BOILERPLATE:
-                out.add(s)
-    return out
+            if s in (begin, end):
+                inside = s == begin
+            else:
+                yield s, inside
+
+
+def solution_lines(nb: dict) -> set[str]:
+    """Non-trivial lines inside solution blocks (what must never reach students)."""
+    return {s for s, inside in _marked(nb, BEGIN_SOLUTION, END_SOLUTION)
+            if inside and len(s) >= 16 and not s.startswith("#") and CODE_LIKE.search(s) and s not in BOILERPLATE}
 
 
 def _hidden_lines(nb: dict) -> set[str]:
     """Lines only inside hidden-test blocks."""
     hidden, visible_ = set(), set()
-    for src in _sources(nb):
-        inside = False
-        for line in src.splitlines():
-            s = line.strip()
-            if s == BEGIN_HIDDEN:
-                inside = True
-            elif s == END_HIDDEN:
-                inside = False
-            elif s:
-                (hidden if inside else visible_).add(s)
+    for s, inside in _marked(nb, BEGIN_HIDDEN, END_HIDDEN):
+        if s:
+            (hidden if inside else visible_).add(s)
     return hidden - visible_
 
 

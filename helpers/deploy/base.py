@@ -6,8 +6,10 @@ Serves: core — used by chapters 9–11 and labs 08, 09.
 from __future__ import annotations
 
 import abc
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -80,6 +82,14 @@ class Backend(abc.ABC):
                 Latency(self.label, int(b), t.median_ms, t.percentile_s(99) * 1e3, b / t.median_s)
             )
         return out
+
+
+def require_export(path: str | os.PathLike) -> Path:
+    """The path of an exported model, or InputError saying how to make it."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"{p} does not exist. Export it first: python -m helpers.deploy export ...")
+    return p
 
 
 def require_input(x: np.ndarray, sample_shape: Sequence[int | None], name: str) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from helpers.deploy.base import Backend, require_input
+from helpers.deploy.base import Backend, require_export, require_input
 from helpers.errors import InputError, require_package
 
 GPU_PROVIDERS = ("TensorrtExecutionProvider", "CUDAExecutionProvider")
@@ -33,16 +33,6 @@ def available_providers() -> list[str]:
     """ONNX Runtime's execution providers installed here."""
     ort = require_package("onnxruntime", "pip install onnxruntime")
     return [p for p in ort.get_available_providers() if p != "AzureExecutionProvider"]
-
-
-def _require_file(path: str | os.PathLike) -> Path:
-    """The path, or InputError when there is no such file."""
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(
-            f"{p} does not exist. Export it first: python -m helpers.deploy export ..."
-        )
-    return p
 
 
 class OrtBackend(Backend):
@@ -60,7 +50,7 @@ class OrtBackend(Backend):
         opt_level: str = "all",
     ):
         ort = require_package("onnxruntime", "pip install onnxruntime")
-        self.path = _require_file(path)
+        self.path = require_export(path)
         wanted = {
             "cpu": ["CPUExecutionProvider"],
             "cuda": ["CUDAExecutionProvider", "CPUExecutionProvider"],
@@ -142,7 +132,7 @@ def quantize_static_qdq(
 ) -> Path:
     """ONNX Runtime's own static INT8 (Q/DQ, per-channel weights; uint8 activations by default)."""
     q = require_package("onnxruntime.quantization", "pip install onnxruntime")
-    src = _require_file(fp32_path)
+    src = require_export(fp32_path)
     batches = [np.asarray(b) for b in calib_batches]
     if not batches:
         raise InputError(
@@ -186,7 +176,7 @@ def optimized_op_counts(path: str | os.PathLike) -> Counter:
     import onnx
 
     ort = require_package("onnxruntime", "pip install onnxruntime")
-    src = _require_file(path)
+    src = require_export(path)
     with tempfile.TemporaryDirectory() as tmp:
         so = ort.SessionOptions()
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL

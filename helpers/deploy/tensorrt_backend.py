@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from helpers.deploy import trt_family, trt_layers
-from helpers.deploy.base import Backend, require_input
+from helpers.deploy.base import Backend, require_export, require_input
 from helpers.deploy.trt_family import Family, LogBook
 from helpers.deploy.trt_protocol import TrtDims, TrtEngine
 from helpers.errors import InputError
@@ -66,16 +66,6 @@ class BuildReport:
         return trt_layers.int8_layers(self.engine_layers)
 
 
-def _require_onnx(onnx_path: str | os.PathLike) -> Path:
-    """The ONNX path, or InputError saying how to make it."""
-    onnx_file = Path(onnx_path)
-    if not onnx_file.is_file():
-        raise InputError(
-            f"{onnx_file} does not exist. Export it first: python -m helpers.deploy export ..."
-        )
-    return onnx_file
-
-
 def _parse(
     fam: Family, builder: Any, logger: Any, book: LogBook, onnx_file: Path
 ) -> tuple[Any, Any, list[str]]:
@@ -99,7 +89,7 @@ def parser_report(onnx_path: str | os.PathLike) -> list[str] | None:
     fam = trt_family.find()
     if fam is None:
         return None
-    onnx_file = _require_onnx(onnx_path)
+    onnx_file = require_export(onnx_path)
     book = LogBook()
     logger = trt_family.capturing_logger(fam, book)
     try:
@@ -129,7 +119,7 @@ def build(
     timing_cache: str | os.PathLike | None = None,
 ) -> BuildReport:
     """Parse and build one ONNX file (Q/DQ INT8, FP16, FP32); a refusal is reported, not raised."""
-    onnx_file = _require_onnx(onnx_path)
+    onnx_file = require_export(onnx_path)
     if not 1 <= min_batch <= opt_batch <= max_batch:
         raise InputError(
             f"need 1 <= min_batch <= opt_batch <= max_batch, got {min_batch}, {opt_batch}, {max_batch}."
