@@ -8,6 +8,7 @@ KERNEL := gpu-int8-course
 CELL_TIMEOUT ?= 900
 BROWSER ?= 1
 ARTIFACTS := artifacts
+JOBS ?= 1
 
 .PHONY: setup lab test unit notebooks browser browser-deps sandbox-deps labs grade release gpu-report cpu-reference site fmt typecheck
 
@@ -19,7 +20,7 @@ INSTALLER ?= uv
 UV_PIN := uv==0.13.8
 PIP_INSTALL := $(PY) -m pip install -q --disable-pip-version-check
 
-$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml jupyter/overrides.json
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP_INSTALL) $$(grep -E '^torch==' requirements.txt)
 	@if [ "$(INSTALLER)" = uv ] && $(PIP_INSTALL) $(UV_PIN) && \
@@ -99,7 +100,7 @@ labs: setup
 ## Grade a folder of submissions: make grade SUBMISSIONS=path/to/folder [JOBS=2] [ROSTER=roster.csv]
 ## (exit status 3: some submissions were not graded, the grader's own failure; run again to resume)
 grade: setup
-	$(PY) -m helpers.grading grade $(SUBMISSIONS) --out $(ARTIFACTS)/grades --jobs $(or $(JOBS),1) \
+	$(PY) -m helpers.grading grade $(SUBMISSIONS) --out $(ARTIFACTS)/grades --jobs $(JOBS) \
 	  $(if $(ROSTER),--roster $(ROSTER))
 
 ## What students receive (labs, chapters, the course package without answer keys, reference data):

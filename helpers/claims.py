@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from helpers.errors import InputError
+from helpers.tables import number
 
 HOLDS, FAILS, NOT_MEASURED = "holds", "doesn't hold", "not measured"
 Values = Mapping[str, float | None]
@@ -56,12 +57,7 @@ def combine(parts: Mapping[str, str]) -> str:
     return verdict
 
 
-def fmt(v: float | None, unit: str = "") -> str:
-    """'12.3 ms', '4,213 GB/s' or '–' for a missing value."""
-    if v is None:
-        return "–"
-    num = f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.3g}"
-    return f"{num}{unit}" if unit == "×" else f"{num} {unit}".strip()
+fmt = number  # '12.3 ms', '4,213 GB/s' or '–': the chapters' notes format their evidence with it
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ axis is in dB, a logarithmic unit with no natural zero).
 During ``make notebooks`` every figure a notebook draws is checked: with ``WORKBOOK_FIGURE_LINT``
 naming a file, ``helpers.start`` calls ``enable()``, which hooks every new pyplot figure
 (matplotlib's ``figure.hooks``) and appends the problems found when it is drawn to that file as JSON
-lines; ``python -m helpers.figure_check FILE`` then fails listing them.
+lines; ``tests/nbval_guard.py`` reads them back (``read_problems``) and fails the run listing them.
 
 Serves: core — used by every chapter (make notebooks) and tests/test_figures.py.
 """
@@ -20,7 +20,6 @@ import itertools
 import json
 import os
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -290,20 +289,3 @@ def read_problems(path: str | os.PathLike) -> list[dict]:
             last[rec.get("uid", f"line {i}")] = rec
     return [r for r in last.values() if r["problems"]]
 
-
-def main(argv: list[str] | None = None) -> int:
-    """python -m helpers.figure_check FILE: print the problems a notebook run found; exit 1 when any."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) != 1:
-        print("usage: python -m helpers.figure_check FILE", file=sys.stderr)
-        return 2
-    found = read_problems(args[0])
-    for f in found:
-        for p in f["problems"]:
-            print(f"{f['notebook']}: {f['figure']}: {p}")
-    print(f"figure check: {len(found)} figure(s) with problems")
-    return 1 if found else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -6,7 +6,7 @@ A notebook never writes a measured outcome into its markdown. It asks for the se
     findings.say("INT8 GEMM runs at {r:.2f}× the BF16 rate: {verdict}.",
                  {"r": "gemm.int8_over_bf16"}, verdict=findings.faster_slower("r"))
 
-prints ``INT8 GEMM runs at 1.21× the BF16 rate: faster. (stored reference: NVIDIA H200, 2026-11-29)``
+prints ``INT8 GEMM runs at 1.23× the BF16 rate: faster. (stored reference: NVIDIA H200, 2026-11-30)``
 without a GPU, and the same sentence with this run's number (``measured here``) on one.
 ``get(name)`` gives one value with where it came from; ``ratio_sentence`` is the common
 "A is r× B here: faster/slower" case. Missing numbers give a sentence that says they are missing.
@@ -43,7 +43,7 @@ class Measured:
         return self.source != HERE
 
     def where(self) -> str:
-        """'measured here' or 'stored reference: NVIDIA H200, 2026-11-29'."""
+        """'measured here' or 'stored reference: NVIDIA H200, 2026-11-30'."""
         return "measured here" if not self.stored else f"stored reference: {self.device}, {self.date}"
 
     def __str__(self) -> str:
@@ -125,7 +125,7 @@ def threshold(key: str, limit: float, *, above: str, below: str) -> Verdict:
 
 
 def against_target(name: str, subject: str, sources: Sequence[str] = DEFAULT_SOURCES) -> str:
-    """'<subject>: 0.79 (target >= 0.7: met). (stored reference: …)' for a headline name of reference.TARGETS."""
+    """'<subject>: 0.77 (target >= 0.7: met). (stored reference: …)' for a headline name of reference.TARGETS."""
     from helpers import reference
 
     t = reference.TARGETS_BY_NAME.get(name)
@@ -134,12 +134,12 @@ def against_target(name: str, subject: str, sources: Sequence[str] = DEFAULT_SOU
 
     def verdict(v: Mapping[str, float]) -> str:
         met = t.met(v["x"])
-        return "reported, no target" if met is None else f"target {t.op} {t.value:g}: {'met' if met else 'not met'}"
+        return "reported, no target" if met is None else f"target {t.text}: {'met' if met else 'not met'}"
 
     return sentence(f"{subject}: {{x:.3g}} ({{verdict}}).", {"x": name}, verdict, sources)
 
 
 def ratio_sentence(name: str, subject: str, baseline: str, sources: Sequence[str] = DEFAULT_SOURCES) -> str:
-    """'<subject> runs at 0.92× <baseline>: slower. (stored reference: …)' for a speed ratio record."""
+    """'<subject> runs at 0.93× <baseline>: slower. (stored reference: …)' for a speed ratio record."""
     return sentence(f"{subject} runs at {{r:.2f}}× {baseline}: {{verdict}}.", {"r": name},
                     faster_slower("r"), sources)

@@ -18,6 +18,7 @@ from typing import Any
 
 from helpers.bench import Record, load_records, session_records
 from helpers.errors import InputError
+from helpers.tables import number
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE_DIR = ROOT / "reference"
@@ -45,6 +46,13 @@ class Target:
         if measured is None or self.op == "reported" or self.value is None:
             return None
         return {">=": operator.ge, "<=": operator.le}[self.op](measured, self.value)
+
+    @property
+    def text(self) -> str:
+        """'>= 0.92', or 'reported' for a measurement without a target."""
+        return "reported" if self.op == "reported" or self.value is None else f"{self.op} {self.value:g}"
+
+
 TARGETS: tuple[Target, ...] = (
     Target("copy.cupy_over_d2d", ">=", 0.92, "best cupy copy kernel ÷ torch device-to-device copy"),
     Target("copy.numba_over_d2d", ">=", 0.92, "best numba copy kernel ÷ torch device-to-device copy"),
@@ -175,15 +183,6 @@ def caption(sources: Iterable[str] = SOURCES) -> str:
 
 # ---- the side-by-side table: description, unit, yours (or why not), stored, target ------------------
 
-def _fmt(r: Record | None) -> str:
-    """Value and unit of a record, or 'not stored'."""
-    if r is None:
-        return "not stored"
-    v = r.value
-    num = f"{v:,.0f}" if abs(v) >= 1e4 else f"{v:.3g}"
-    return f"{num} {r.unit}".strip()
-
-
 def describe(name: str, descriptions: Mapping[str, str] | None = None) -> str:
     """A human description of a measurement: given, from the targets, or the name itself."""
     if descriptions and descriptions.get(name):
@@ -217,12 +216,12 @@ def comparison_rows(names: Sequence[str] | Mapping[str, str], mine: Iterable[Rec
         unit = next((r.unit for r in (mine_by_name.get(n), *stored.values()) if r), "")
         here = mine_by_name.get(n)
         row = {"what": describe(n, descriptions), "unit": unit,
-               "yours": _fmt(here).replace(f" {unit}", "") if here else why_not_here(n)}
-        for src in SOURCES:
-            row[SOURCE_NAMES[src]] = _fmt(stored[src]).replace(f" {unit}", "") if stored[src] else "–"
+               "yours": number(here.value) if here else why_not_here(n)}
+        for src, rec in stored.items():
+            row[SOURCE_NAMES[src]] = number(rec.value if rec else None)
         t = TARGETS_BY_NAME.get(n)
         if t:
-            row["target"] = f"{t.op} {t.value:g}" if t.op != "reported" else "reported"
+            row["target"] = t.text
         row["name"] = n
         rows.append(row)
     return rows

@@ -9,14 +9,22 @@ import html
 from collections.abc import Sequence
 
 
+def number(v: float | None, unit: str = "") -> str:
+    """'12.3 ms', '4,213 GB/s', '1.23×' or '–' for a missing value: 3 significant digits below 1000."""
+    if v is None:
+        return "–"
+    num = f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.3g}"
+    return f"{num}{unit}" if unit == "×" else f"{num} {unit}".strip()
+
+
 def _cell(v: object) -> str:
-    """Format one value: floats with 3 significant digits, None as a dash, bools as ✓/–."""
+    """Format one value: floats as ``number``, None as a dash, bools as ✓/–."""
     if v is None:
         return "–"
     if isinstance(v, bool):
         return "✓" if v else "–"
     if isinstance(v, float):
-        return f"{v:.3g}" if abs(v) < 1e3 else f"{v:,.0f}"
+        return number(v)
     return str(v)
 
 

@@ -5,8 +5,7 @@ Loaded by the Makefile's `notebooks` target with ``-p tests.nbval_guard``:
   notebook and cell;
 - the figure problems that ``helpers.figure_check`` appended to ``$WORKBOOK_FIGURE_LINT`` while the
   notebooks ran fail the run at the end, listed by notebook and figure.
-Notebooks in ``tests/review_pending.py`` are reported, not failed. (Files left in nbval's private
-TMPDIR are checked after the run by ``python -m helpers.tools.report check-tmp``.)
+(Files left in nbval's private TMPDIR are checked after the run by ``python -m helpers.tools.report check-tmp``.)
 """
 
 from __future__ import annotations
@@ -14,13 +13,11 @@ from __future__ import annotations
 import os
 import re
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from helpers.figure_check import LINT_VAR, read_problems
-from tests.review_pending import pending
 
 SILENT_LIMIT_S = float(os.environ.get("WORKBOOK_SILENT_LIMIT_S", "10"))
 PROGRESS = re.compile(r"\d+%\|")  # tqdm's bar, as text or as the text/plain of its widget
@@ -39,12 +36,7 @@ def shows_progress(outputs: list[Any]) -> bool:
     return False
 
 
-def _stem(item: pytest.Item) -> str:
-    """The notebook file stem of an nbval cell item."""
-    return Path(str(item.parent.path)).stem
-
-
-_report: dict[str, list[str]] = {"pending": [], "failed": []}
+_failed: list[str] = []  # the figure problems of the whole run, listed at its end
 
 
 @pytest.hookimpl(wrapper=True)
@@ -57,29 +49,22 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
     seconds = time.perf_counter() - start
     if seconds > SILENT_LIMIT_S and not shows_progress(item.test_outputs):
         first = next((ln for ln in item.cell.source.splitlines() if ln.strip()), "")
-        msg = (f"{item.parent.path.name} {item.name} ran {seconds:.0f} s without a progress bar "
-               f"(first line: {first!r}); show tqdm progress saying what it does")
-        if pending(_stem(item)):
-            _report["pending"].append(msg)
-        else:
-            raise SilentCellError(msg)
+        raise SilentCellError(f"{item.parent.path.name} {item.name} ran {seconds:.0f} s without a progress bar "
+                              f"(first line: {first!r}); show tqdm progress saying what it does")
     return result
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Fail the run on figure problems found while the notebooks ran."""
     for f in read_problems(os.environ.get(LINT_VAR, "")) if os.environ.get(LINT_VAR) else []:
-        for p in f["problems"]:
-            line = f"figure in {f['notebook']} ({f['figure']}): {p}"
-            _report["pending" if pending(f["notebook"] or "") else "failed"].append(line)
-    if _report["failed"]:
+        _failed.extend(f"figure in {f['notebook']} ({f['figure']}): {p}" for p in f["problems"])
+    if _failed:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """List what failed the run, and what was found in notebooks still under review."""
-    for kind, title in (("failed", "notebook-run checks FAILED"), ("pending", "found in notebooks under review")):
-        if _report[kind]:
-            terminalreporter.section(f"{title} ({len(_report[kind])})")
-            for line in _report[kind]:
-                terminalreporter.line(line)
+    """List the figure problems that failed the run."""
+    if _failed:
+        terminalreporter.section(f"notebook-run checks FAILED ({len(_failed)})")
+        for line in _failed:
+            terminalreporter.line(line)

@@ -58,7 +58,7 @@ def test_traces_of_real_kernels():
 
 def test_drawings_are_complete_figures():
     import matplotlib.pyplot as plt
-    from figure_lint import figure_problems
+    from helpers.figure_check import figure_problems
 
     from helpers.chapters.ch03_memory_hierarchy import memory_bench
 

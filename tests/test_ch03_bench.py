@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from helpers import bench, reference
-
 from helpers.chapters.ch03_memory_hierarchy import memory_bench as mb
 
 

@@ -20,7 +20,7 @@ def test_simulated_tables():
 
 def test_occupancy_figure_is_complete():
     import matplotlib.pyplot as plt
-    from figure_lint import figure_problems
+    from helpers.figure_check import figure_problems
 
     fig = wb.plot_bandwidth_and_occupancy({32: {"gbs": 1.0, "occupancy": 0.5}, 256: {"gbs": 2.0, "occupancy": 1.0}},
                                           "block size", "threads per block")

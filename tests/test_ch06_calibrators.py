@@ -146,9 +146,9 @@ def test_calibrator_bad_input():
         C.calibrate([], "mse")
 
 
-def test_figures_pass_the_figure_lint():
+def test_figures_pass_the_figure_check():
     import matplotlib.pyplot as plt
-    from figure_lint import figure_problems
+    from helpers.figure_check import figure_problems
 
     from helpers.chapters.ch05_quantization_fundamentals import figures
 

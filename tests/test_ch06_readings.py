@@ -38,7 +38,9 @@ def test_layer_sqnr_picks_the_method_and_the_best_other():
 def test_the_notes_99_percent_rule_is_judged_by_the_sqnr_gap():
     claim = claims.get("ch06.cover_99")
     names = claim.needs
-    assert claims.judge(claim, dict(zip(names, (32.9, 44.8, 1.0))))["verdict"] == claims.FAILS
-    assert claims.judge(claim, dict(zip(names, (44.0, 44.8, 0.01))))["verdict"] == claims.HOLDS
+    tight = claims.judge(claim, dict(zip(names, (32.9, 44.8, 1.0))))
+    assert tight["verdict"] == claims.FAILS and "far too tight" in tight["evidence"]
+    close = claims.judge(claim, dict(zip(names, (44.0, 44.8, 0.01))))
+    assert close["verdict"] == claims.HOLDS and "too tight" not in close["evidence"]
     assert claims.judge(claim, {})["verdict"] == claims.NOT_MEASURED
     assert notes.CLAIMS

@@ -18,7 +18,7 @@ import onnx
 import pytest
 import torch
 from ch09_models import tiny_cnn, tiny_inputs
-from figure_lint import figure_problems
+from helpers.figure_check import figure_problems
 
 from helpers import bench
 from helpers.chapters.ch09_deployment import trt_rtx, trt_rtx_view

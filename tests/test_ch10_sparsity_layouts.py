@@ -150,7 +150,7 @@ def test_mixed_precision_figure_passes_the_figure_rules(tmp_path, monkeypatch):
     from helpers import plots
 
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
-    from figure_lint import figure_problems
+    from helpers.figure_check import figure_problems
 
     monkeypatch.setenv(plots.FIGURES_VAR, str(tmp_path))
     acc = [{"kept in FP": k, "accuracy %": a} for k, a in ((0, 67.0), (1, 90.0), (2, 98.0))]

@@ -84,6 +84,18 @@ def test_gemv_headline_and_diagnosis_from_rows():
     assert gemv_bench.copies_for(8 * 2**20) > gemv_bench.copies_for(64 * 2**20) >= 2
 
 
+def test_math_summary_says_what_the_code_math_rows_show():
+    def rows(us: tuple[float, float, float]) -> list[dict]:
+        return [{"kernel": "w4a16", "code math": gemv_bench.MATHS[i], "µs": t, "weight GB/s": 1000.0 * 10 / t}
+                for i, t in enumerate(us)]
+
+    faster = gemv_bench.math_summary(rows((12.0, 12.0, 10.0)), 4000.0)
+    assert "1.20× as fast" in faster and "25% of the 4000 GB/s" in faster
+    assert "instructions and their latency, not memory" in faster and "well below the copy rate" in faster
+    same = gemv_bench.math_summary(rows((10.0, 10.1, 10.2)), None)
+    assert "1.00× as fast" in same and "not what holds" in same and "copy rate" not in same
+
+
 def test_sweep_bookkeeping_round_trips_through_records():
     rows = [{"scheme": s, "M": m, "µs": us, "TFLOP/s": 2.0 * m * batch_sweep.N * batch_sweep.K / us / 1e6,
              "bytes": 1e8} for s, m, us in (("fp16", 1, 30), ("w4a16", 1, 10), ("w8a8 fp8", 1, 30), ("fp16", 256, 40),
@@ -107,6 +119,10 @@ def test_decode_summary_and_diagnosis():
     assert rows[1]["× fastest FP16"] == 3.0 and rows[1]["weights GB"] == (80 + 4000) / 1e9
     split = {"share": {"GEMV (Triton)": 0.9, "attention": 0.07, "other": 0.03}}
     assert "90%" in decode_bench.diagnosis(rows, split, target=2.5)
+    assert "GEMVs set the pace" in decode_bench.diagnosis(rows, split, target=4.0)
+    few = {"share": {"GEMV (Triton)": 0.3, "attention": 0.6, "other": 0.1}}
+    assert "most of the step is not GEMV" in decode_bench.diagnosis(rows, few, target=4.0)
+    assert "set the pace" not in decode_bench.diagnosis(rows, split, target=2.5)
     assert figures.decode_bars(rows).axes[0].get_title()
     assert decode_bench.StackShape().params_per_layer == 4 * 4096**2 + 3 * 4096 * 11008
 

@@ -35,6 +35,15 @@ def test_comparison_rows_describe_and_explain_missing_values():
     assert "not measured" not in str(rows)
 
 
+def test_rows_write_thousands_with_separators_not_exponents():
+    mine = [Record("ch04.smem_gbs.k16", 4213.0, "GB/s", "GPU X", "2026-01-01"),
+            Record("copy.cupy_over_d2d", 0.9287, "ratio", "GPU X", "2026-01-01")]
+    rows = reference.comparison_rows(["ch04.smem_gbs.k16", "copy.cupy_over_d2d"], mine)
+    assert [r["yours"] for r in rows] == ["4,213", "0.929"]
+    assert rows[1]["target"] == reference.TARGETS_BY_NAME["copy.cupy_over_d2d"].text == ">= 0.92"
+    assert reference.TARGETS_BY_NAME["transpose.naive_over_copy"].text == "reported"
+
+
 def test_rows_say_why_a_value_is_missing_here():
     rows = reference.comparison_rows({"copy.cupy_over_d2d": "best cupy copy ÷ D2D",
                                       "ort_cpu.int8_over_fp32": "ORT INT8 ÷ FP32"}, mine=[])

@@ -137,3 +137,19 @@ def test_execute_all_prestarts_warm_kernels_and_reports_failures(tmp_path, monke
     assert "boom" in runs[2].error
     assert sorted(p.name for p in (tmp_path / "out" / "executed").iterdir()) == [
         f"{tmp_path.name}__{n}.ipynb" for n in "abc"]
+
+
+def test_store_records_adds_another_commands_records_and_refuses_notebook_ones(tmp_path, monkeypatch):
+    monkeypatch.setattr(report, "REFERENCE_DIR", tmp_path)
+    (tmp_path / "cpu").mkdir()
+    _write(tmp_path / "cpu" / "results.json", ["a.b"])
+    report.store_records(_write(tmp_path / "t.json", ["grading.x", "a.b"], notebook="grading load test"))
+    stored = {r.name: r.notebook for r in bench.load_records(tmp_path / "cpu" / "results.json")}
+    assert stored == {"a.b": "grading load test", "grading.x": "grading load test"}
+    for bad, why in ((_write(tmp_path / "n.json", ["c.d"]), "store-cpu"), (tmp_path / "none.json", "no records")):
+        try:
+            report.store_records(bad)
+        except report.InputError as e:
+            assert why in str(e)
+        else:
+            raise AssertionError(f"{bad} was stored")

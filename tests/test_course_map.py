@@ -11,7 +11,6 @@ import pytest
 
 from helpers import course
 from helpers.errors import InputError
-from review_pending import pending
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTER_FILES = sorted((ROOT / "notebooks").glob("[0-9][0-9]*.ipynb"))
@@ -46,8 +45,6 @@ def next_cell_problems(path: Path) -> list[str]:
 @pytest.mark.parametrize("path", CHAPTER_FILES, ids=lambda p: p.name)
 def test_every_chapter_ends_with_next(path: Path) -> None:
     problems = next_cell_problems(path)
-    if problems and pending(path.stem):
-        pytest.xfail(f"{path.stem} is still under review: " + "; ".join(problems))
     assert not problems, "\n".join(problems)
 
 
@@ -60,7 +57,7 @@ def test_the_map_names_existing_files() -> None:
 
 def test_every_lab_belongs_to_a_chapter() -> None:
     mapped = {lab for c in course.CHAPTERS for lab in c.labs}
-    orphans = [p.stem for p in (ROOT / "labs").glob("*.ipynb") if p.stem not in mapped and not pending(p.stem)]
+    orphans = [p.stem for p in (ROOT / "labs").glob("*.ipynb") if p.stem not in mapped]
     assert not orphans, f"labs that no chapter of helpers/course.py links: {orphans}"
 
 
@@ -72,8 +69,6 @@ def test_readme_chapter_table_agrees_with_the_map() -> None:
         notebooks = re.findall(r"`(\d\d[a-z]?_\w+)`", cells[0])
         labs = re.findall(r"`(lab\d\d\w*)`", cells[1])
         for nb in notebooks:
-            if pending(nb) and nb not in course.BY_NOTEBOOK:
-                continue
             assert set(labs) == set(course.chapter(nb).labs), f"README row {nb}: {labs} vs helpers/course.py"
 
 

@@ -1,4 +1,4 @@
-"""The course's shared figures pass the figure rules (tests/figure_lint.py) and save as PNGs
+"""The course's shared figures pass the figure rules (helpers.figure_check) and save as PNGs
 under $WORKBOOK_FIGURES; the lint itself catches unlabelled, unit-less, device-less figures."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
-from figure_lint import figure_problems  # noqa: E402
+from helpers.figure_check import figure_problems  # noqa: E402
 
 from helpers.chapters.ch05_quantization_fundamentals import explorer  # noqa: E402
 

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from review_pending import pending
 
 ROOT = Path(__file__).resolve().parents[1]
 GLOSSARY = ROOT / "docs" / "glossary.md"
@@ -78,8 +77,6 @@ def test_every_term_is_used_in_the_course() -> None:
 @pytest.mark.parametrize("path", sorted((ROOT / "notebooks").glob("*.ipynb")), ids=lambda p: p.name)
 def test_key_terms_are_bilingual_at_first_use(path: Path) -> None:
     problems = first_use_problems(path, entries())
-    if problems and pending(path.stem):
-        pytest.xfail("; ".join(problems))
     assert not problems, "\n".join(problems)
 
 

@@ -125,6 +125,15 @@ def test_student_exception_and_missing_return_are_reported() -> None:
     assert not v.passed and "forget to return" in v.message
 
 
+def test_a_timer_that_sets_the_call_counter_instead_of_calling_is_rejected() -> None:
+    def forged(fn, cuda, warmup=3, repeats=10):
+        fn.calls = warmup + repeats
+        return [fn.ms] * repeats
+
+    v = verdict(get("lab01.timer"), forged)
+    assert not v.passed and "call fn() instead of changing its counter" in v.message
+
+
 def test_stub_is_not_done_yet_and_non_callable_is_explained() -> None:
     def stub(x, scale, zero_point=0):
         raise NotImplementedError()

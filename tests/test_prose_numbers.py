@@ -14,7 +14,6 @@ from helpers import reference
 from helpers.tools.notebooks import build
 from prose_facts import FACTS, Fact
 from prose_numbers import Number, markdown_cells, matches, named_measurements, numbers
-from review_pending import pending
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted(p for folder in ("notebooks", "labs", "solutions") for p in (ROOT / folder).glob("*.ipynb"))
@@ -61,8 +60,6 @@ def unbacked(path: Path) -> list[str]:
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_every_number_in_the_prose_is_backed(path: Path) -> None:
     problems = unbacked(path)
-    if problems and pending(path.stem):
-        pytest.xfail(f"{len(problems)} unbacked numbers; {path.stem} is still under review (tests/review_pending.py)")
     assert not problems, (f"{path.relative_to(ROOT)}: numbers in markdown that are neither a stored measurement "
                           "it names, nor a cited fact (tests/prose_facts.py), nor a literal of its code — print "
                           "them from the record instead (helpers.findings):\n" + "\n".join(problems))

@@ -8,7 +8,7 @@ places where the two differ, live in ``helpers.deploy.trt_family``; the API both
 typed Protocol ``helpers.deploy.trt_protocol.TrtModule`` (mypy-checked against both).
 
 TensorRT-RTX builds engines on any machine (even without a GPU) but its runtime runs them only
-on RTX-class GPUs (compute capability 7.5–8.9 and 12.x), not on Hopper.
+on the GPUs its runtime lists (TensorRT-RTX 1.7 says: compute capability 8.0, 8.6, 8.9, 12.x), not on Hopper.
 
 Serves: core — chapter 9 (``python -m helpers.deploy build|bench --backend tensorrt``, notebook 09).
 """
@@ -227,8 +227,8 @@ def deserialize(fam: Family, data: bytes, logger: Any, book: LogBook) -> tuple[A
         said = book.since(start, "INTERNAL_ERROR", "ERROR")[:1] or ["ERROR: no message"]
         verdict = trt_family.engine_validity(fam, runtime, data)
         fix = (
-            "TensorRT-RTX runs engines only on RTX-class GPUs "
-            "(Turing or newer GeForce/RTX workstation)"
+            "TensorRT-RTX runs engines only on the compute capabilities its runtime lists "
+            "(the message above): RTX-class GPUs such as GeForce RTX 30xx or newer"
             if fam.is_rtx
             else "rebuild it on this machine with this TensorRT version"
         )

@@ -3,8 +3,8 @@
 ``torch._int_mm`` (cuBLASLt) writes its int32 accumulators to memory; a second kernel reads
 them back, multiplies by ``s_x * s_w[n]``, adds the bias and writes FP16. For a BERT-base
 feed-forward GEMM (M=4096, K=768, N=3072) that round trip moves 100 MB of int32: about 20 us at
-the H200's ~4.8 TB/s, roughly what the 19 GOP GEMM itself takes at the ~950 TOPS ``_int_mm``
-reaches at 8192³ in chapter 2, and less than it takes at this smaller shape (an estimate, not a
+the H200's ~4.8 TB/s, roughly what the 19 GOP GEMM itself takes at the ~935 TOPS ``_int_mm``
+reaches at 8192³ in chapter 2 (``ch02.gemm_tflops.int8.n8192``), and less than it takes at this smaller shape (an estimate, not a
 measurement of this kernel). Here one kernel does
 everything: int8 x int8 -> int32 in the tensor cores, then
 ``acc * out_scale[n] + bias[n]`` in registers, and only the FP16/BF16 result is written.

@@ -31,7 +31,7 @@ CANDIDATES = (
     (TENSORRT_RTX, "tensorrt_rtx_bindings"),
 )
 TITLES = {TENSORRT: "TensorRT", TENSORRT_RTX: "TensorRT-RTX"}
-INSTALL_RTX = "pip install tensorrt-rtx (TensorRT for RTX GPUs: GeForce/RTX, Turing or newer)"
+INSTALL_RTX = "pip install tensorrt-rtx (TensorRT for RTX GPUs: GeForce RTX 30xx or newer, RTX workstation GPUs)"
 INSTALL_FULL = "pip install tensorrt (TensorRT 10/11, any recent NVIDIA GPU)"
 INSTALL = f"{INSTALL_RTX}, or {INSTALL_FULL}; both need an NVIDIA driver"
 
@@ -177,7 +177,9 @@ def runs_on(fam: Family, cc: tuple[int, int]) -> bool:
     """Can this family's runtime run engines on a GPU of compute capability `cc`?
 
     Full TensorRT: yes. TensorRT-RTX: only the GPUs its ComputeCapability enum names (SM75 ...
-    SM121: Turing, Ampere, Ada, Blackwell RTX), read from the module; Hopper (9.0) is not one.
+    SM121), read from the module; Hopper (9.0) is not one. The enum can name more than the runtime
+    accepts: TensorRT-RTX 1.7 names SM75 (Turing), yet its runtime's refusal on the H200 listed only
+    8.0, 8.6, 8.9 and 12.x (stored ch09.trt_rtx.*.runs). The runtime's own message has the last word.
     """
     if not fam.is_rtx:
         return True

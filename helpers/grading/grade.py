@@ -18,6 +18,7 @@ Serves: instructors (batch grading).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -58,6 +59,12 @@ def _previous(out: Path) -> dict[str, dict]:
         return {r["path"]: r for r in json.loads(path.read_text(encoding="utf-8"))}
     except (OSError, ValueError, KeyError, TypeError):
         return {}
+
+
+def resume_key(submission_hash: str, s: Submission) -> str:
+    """What a grade reused on resume must match: the submission's bytes and its lab's official solution's."""
+    solution = file_hash(s.solution) if s.solution is not None and s.solution.is_file() else ""
+    return hashlib.sha256(f"{submission_hash}:{solution}".encode()).hexdigest()
 
 
 def _save_state(out: Path, graded: list[Graded | None], hashes: list[str]) -> None:
@@ -109,11 +116,12 @@ def _grade_batch(subs: list[Submission], out: Path, batch: Path, mode: str, say,
         hashes.append(file_hash(dest))
     course = release.student_package(batch / "course")
     earlier = _previous(out) if resume else {}
+    keys = [resume_key(h, s) for h, s in zip(hashes, subs)]  # a changed solution regrades its lab
     graded: list[Graded | None] = [None] * len(subs)
     pending = []
     for i, s in enumerate(subs):
         old = earlier.get(str(s.path))
-        if old and old.get("sha256") == hashes[i] and not old["result"].get("not_graded"):
+        if old and old.get("sha256") == keys[i] and not old["result"].get("not_graded"):
             graded[i] = Graded(s, batch_jobs.result_from_dict(old["result"]))
         else:
             pending.append(i)
@@ -150,7 +158,7 @@ def _grade_batch(subs: list[Submission], out: Path, batch: Path, mode: str, say,
         g = Graded(s, result)
         with lock:
             graded[i] = g
-            _write(out, graded, hashes, {i})
+            _write(out, graded, keys, {i})
         got, possible = g.points()
         say(f"{s.student}: {s.path.name}: " + (f"not graded ({result.not_graded})" if result.not_graded
                                               else f"{got:g} / {possible:g} points") + f" in {result.seconds:.1f} s")
@@ -160,7 +168,7 @@ def _grade_batch(subs: list[Submission], out: Path, batch: Path, mode: str, say,
         for future in [pool.submit(one, i) for i in pending]:
             future.result()
     done = [g for g in graded if g is not None]
-    _write(out, graded, hashes, set(range(len(subs))))
+    _write(out, graded, keys, set(range(len(subs))))
     say(f"wrote {out / GRADEBOOK}, {out / SUMMARY} and {len(done)} feedback file(s) in {out / FEEDBACK}")
     return done
 

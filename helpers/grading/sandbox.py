@@ -25,8 +25,8 @@ from pathlib import Path
 MODES = ("auto", "bwrap", "plain")
 # Every graded process (kernel and worker) computes on one thread, unless the grader's environment says
 # otherwise: the labs' models are small, so a second thread gains less than contention costs, above all
-# with --jobs 2 on two cores (measured on the course's 2-core machine, busy: one evaluation of the
-# chapter-7 ResNet took 0.05 s on one thread and 0.4-1.3 s on two).
+# with --jobs 2 on two cores (on the course's busy 2-core machine, an evaluation of the chapter-7 ResNet
+# was many times slower on two threads than on one; this was seen while building the grader, not stored).
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 _SYSTEM_DIRS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib64", "/lib32")
 

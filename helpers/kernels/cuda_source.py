@@ -6,8 +6,8 @@ Serves: core — used by chapters 3, 4, 11 and labs 02, 03.
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from helpers.errors import InputError, require_package

@@ -11,11 +11,11 @@ Serves: core — used by chapter 12.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from helpers.errors import InputError, NoGPUError
-from dataclasses import dataclass
-
 from helpers.kernels.triton_gemv import interpreting
 from helpers.quant.weight_only import W4Weight, W8Weight
 
@@ -107,7 +107,7 @@ def wo_gemm(a: torch.Tensor, w: GemmWeight, block_m: int = 16, block_n: int = 64
                          "(and the INT4 group size).")
     c = torch.empty((m, w.n), dtype=torch.float16, device=a.device)
     grid = (triton.cdiv(m, block_m), w.n // block_n)
-    _wo_gemm_kernel[grid](a, w.codes, w.scale, c, m, w.n, w.k, w.codes.shape[1], w.scale.shape[-1],
+    _wo_gemm_kernel[grid](a.contiguous(), w.codes, w.scale, c, m, w.n, w.k, w.codes.shape[1], w.scale.shape[-1],
                           KIND=1 if w.kind == "w8" else 2,
                           GROUP=max(w.group_size, 1), BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
                           num_warps=warps, num_stages=stages)

@@ -23,6 +23,10 @@ from helpers.validation import require_choice, require_int_range
 
 ATTENTION_KINDS = ("sdpa", "math")
 
+# NVIDIA's published TensorRT BERT-base latencies, sequence 128, on an A100: batch -> (INT8 ms, FP16 ms),
+# average latency from the NVIDIA/TensorRT demo/BERT README (TensorRT 8.x). A cited fact, not a measurement.
+TRT_A100_BERT_MS: dict[int, tuple[float, float]] = {1: (0.55, 0.64), 32: (2.30, 4.06)}
+
 
 @dataclass(frozen=True)
 class BertConfig:

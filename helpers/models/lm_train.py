@@ -83,7 +83,7 @@ def train_lm(cfg: LMTrainConfig = DEFAULT, progress: bool = True) -> tuple[tiny_
     tokens = stdlib_text.load_corpus().train
     losses: list[float] = []
     model.train()
-    bar = tqdm(range(cfg.steps), desc="training the tiny language model (about a minute)", disable=not progress,
+    bar = tqdm(range(cfg.steps), desc="training the tiny language model", disable=not progress,
                leave=False)
     for step in bar:
         for g in opt.param_groups:

@@ -3,10 +3,12 @@
 The most used names are re-exported here; each lives in the module named after what it does:
 core (quantize/dequantize), fp8 (FP8 and INT4 emulation), fake_quant (autograd STE),
 metrics (MSE, SQNR, cosine), sizes (bytes), intgemm (int8 GEMM, requantization, dp4a.cu),
-calibrators (max, percentile, MSE, entropy). Chapters 5-6 also use demo_model (a tiny digits
-MLP), activations (layer inputs, quantized copies of a model), experiments (tables) and figures.
+calibrators (max, percentile, MSE, entropy); for language models weight_only (W8A16, W4A16),
+act_quant (per-token INT8 and FP8 activations), smoothing (SmoothQuant, AWQ-style scales) and
+kv_cache. Models and their quantized copies live in helpers.models and helpers.model_quant;
+chapter 5's tables and figures in helpers.chapters.ch05_quantization_fundamentals.
 
-Serves: core — chapters 5–11 and their labs (tensor-level quantization).
+Serves: core — chapters 5–12 and their labs (tensor-level quantization).
 """
 
 from helpers.quant.core import (

@@ -15,9 +15,10 @@ from __future__ import annotations
 import torch
 
 from helpers.errors import InputError
+from helpers.quant.fp8 import FORMATS
 from helpers.quant.weight_only import W8Weight
 
-FP8_MAX = 448.0  # largest finite E4M3 ("fn") value
+FP8_MAX = FORMATS["e4m3"].max_value  # largest finite E4M3 ("fn") value, 448
 MODES = ("per_token", "per_tensor")
 
 

@@ -1,6 +1,6 @@
 """FP8 (E4M3, E5M2) and INT4 emulation: round onto the format's grid, saturate, pack nibbles.
 
-Serves: core — used by chapters 5, 10.
+Serves: core — used by chapters 5, 10 (the INT4 packing itself is helpers.quant.weight_only's).
 """
 
 from __future__ import annotations
@@ -93,22 +93,22 @@ def fp8_fake_quantize(x: Array, scale: float = 1.0, fmt: str = "e4m3") -> Array:
 
 
 def pack_int4(q: Array) -> np.ndarray:
-    """Pack signed INT4 values (-8..7, last axis even) two per byte, low nibble first, as uint8."""
+    """Pack signed INT4 values (-8..7, last axis even) two per byte, low nibble first, as uint8 (numpy)."""
+    import torch
+
+    from helpers.quant import weight_only
+
     v = q.detach().cpu().numpy() if is_torch(q) else np.asarray(q)
     require_dtype(v, ("int8", "int16", "int32", "int64"), "q")
-    if v.shape[-1] % 2:
-        raise InputError(f"the last axis must have even length to pack pairs, got shape {v.shape}.")
-    if v.size and (v.min() < -8 or v.max() > 7):
-        raise InputError("INT4 values must lie in -8..7; quantize with bits=4 first.")
-    u = (v.astype(np.int16) & 0xF).astype(np.uint8)
-    return u[..., 0::2] | (u[..., 1::2] << 4)
+    return weight_only.pack_int4(torch.from_numpy(np.ascontiguousarray(v))).numpy()
 
 
 def unpack_int4(packed: Array) -> np.ndarray:
-    """Undo pack_int4: uint8 bytes back to signed INT4 values as int8."""
+    """Undo pack_int4: uint8 bytes back to signed INT4 values as int8 (numpy)."""
+    import torch
+
+    from helpers.quant import weight_only
+
     p = packed.detach().cpu().numpy() if is_torch(packed) else np.asarray(packed)
     require_dtype(p, ("uint8",), "packed")
-    lo = (p & 0xF).astype(np.int8)
-    hi = (p >> 4).astype(np.int8)
-    out = np.stack([lo, hi], axis=-1).reshape(*p.shape[:-1], p.shape[-1] * 2)
-    return np.where(out > 7, out - 16, out).astype(np.int8)
+    return weight_only.unpack_int4(torch.from_numpy(np.ascontiguousarray(p))).numpy()

@@ -13,9 +13,9 @@ from __future__ import annotations
 import torch
 
 from helpers.errors import InputError
+from helpers.quant.act_quant import fp8_quantize
 
 KINDS = {"int8": 1, "fp8": 1, "int4": 0.5, "fp16": 2}  # bytes per element
-FP8_MAX = 448.0
 
 
 def fake_quant_kv(t: torch.Tensor, kind: str = "int8") -> torch.Tensor:
@@ -26,10 +26,10 @@ def fake_quant_kv(t: torch.Tensor, kind: str = "int8") -> torch.Tensor:
         raise InputError(f"expected keys/values of shape (batch, heads, T, head_dim), got {tuple(t.shape)}.")
     if kind == "fp16":
         return t.half().to(t.dtype)
-    amax = t.abs().amax(dim=-1, keepdim=True).float()
     if kind == "fp8":
-        s = torch.where(amax > 0, amax / FP8_MAX, torch.ones_like(amax))
-        return ((t.float() / s).to(torch.float8_e4m3fn).float() * s).to(t.dtype)
+        values, s = fp8_quantize(t)  # one scale per (token, head) vector
+        return (values * s).to(t.dtype)
+    amax = t.abs().amax(dim=-1, keepdim=True).float()
     qmax = 127 if kind == "int8" else 7
     s = torch.where(amax > 0, amax / qmax, torch.ones_like(amax))
     return (torch.round(t.float() / s).clamp(-qmax - 1, qmax) * s).to(t.dtype)

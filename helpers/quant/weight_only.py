@@ -4,9 +4,10 @@ Weights are `nn.Linear` weights `w` of shape (N out, K in); activations stay in 
     W8A16  q = clamp(round(w / s[n]), -128, 127) int8,            s[n] = max|w[n, :]| / 127
     W4A16  q = clamp(round(w / s[n, g]), -8, 7) packed two a byte, s[n, g] = max|w[n, group g]| / 7
 The groups are `group_size` consecutive inputs along K (the reduction axis), so a GEMV reads each group's
-scale once. Packing is `helpers.quant.fp8.pack_int4`'s layout: element 2i in the low nibble of byte i,
-element 2i+1 in the high nibble, two's complement. Everything here is torch-only (CPU or GPU, no copies
-to numpy), and gives exactly the codes of `helpers.quant.core` (tests compare them).
+scale once. Packing puts element 2i in the low nibble of byte i, element 2i+1 in the high nibble, two's
+complement (`helpers.quant.fp8.pack_int4` is the numpy form of the same function). Everything here is
+torch-only (CPU or GPU, no copies to numpy), and gives exactly the codes of `helpers.quant.core` (tests
+compare them).
 
 Serves: core — used by chapter 12 and lab 10.
 """
@@ -104,7 +105,8 @@ def pack_int4(q: torch.Tensor) -> torch.Tensor:
     if q.dtype not in (torch.int8, torch.int16, torch.int32, torch.int64) or q.shape[-1] % 2:
         raise InputError(f"q must be integers with an even last axis, got {q.dtype} {tuple(q.shape)}.")
     if q.numel() and (int(q.min()) < INT4_MIN or int(q.max()) > INT4_MAX):
-        raise InputError("INT4 values must lie in -8..7; quantize with quantize_w4 first.")
+        raise InputError("INT4 values must lie in -8..7; quantize with quantize_w4 "
+                         "(or bits=4 in helpers.quant.core) first.")
     u = (q.to(torch.int16) & 0xF).to(torch.uint8)
     return u[..., 0::2] | (u[..., 1::2] << 4)
 

@@ -4,7 +4,8 @@
 
 Layers: a module imports only from its own layer or earlier ones.
 
-    0  foundation   top-level modules: errors, validation, device, bench, plots, tables, reference, data, session
+    0  foundation   top-level modules: errors, validation, device, bench, plots, tables, reference, findings,
+                    claims, figure_check, course, cli, data, session
     1  kernels, quant      tensor-level
     2  models, perf
     3  model_quant        model-level quantization

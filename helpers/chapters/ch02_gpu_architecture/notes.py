@@ -34,7 +34,7 @@ def _a100_fma_per_clock(_: Values) -> tuple[str, str]:
 def _int8_double(m: Values) -> tuple[str, str]:
     h = _spec("H200 SXM")
     r = m.get("gemm.int8_over_bf16")
-    measured = f"measured INT8 ÷ BF16 GEMM at 8192³: {fmt(r, '×')}" if r is not None else "no GEMM measured yet"
+    measured = f"measured INT8 ÷ BF16 GEMM at the largest size both ran: {fmt(r, '×')}" if r is not None else "no GEMM measured yet"
     verdict = NOT_MEASURED if r is None else ("holds on paper only: the measured gain is "
                                               f"{r:.2f}×, not 2×" if r < 1.8 else HOLDS)
     return f"datasheet (H100/H200): INT8 {h.int8:g} TOPS ÷ FP16 {h.fp16:g} TFLOP/s = {h.int8 / h.fp16:.1f}×; {measured}", verdict

@@ -24,7 +24,7 @@ def _shared_size(_: Values) -> tuple[str, str]:
     hopper = HOPPER.shared_bytes // 1024
     return (f"A100 (cc 8.0): {A100_SHARED_PER_SM_KIB} KiB per SM; H100/H200 (cc 9.0): {hopper} KiB per SM, "
             f"{HOPPER.max_shared_per_block // 1024} KiB for one block{here}"), \
-        "outdated: " + f"Hopper has {hopper} KiB" if hopper > A100_SHARED_PER_SM_KIB else HOLDS
+        f"outdated: Hopper has {hopper} KiB" if hopper > A100_SHARED_PER_SM_KIB else HOLDS
 
 
 def _ldg(m: Values) -> tuple[str, str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from helpers import claims as registry
 from helpers.claims import FAILS, HOLDS, NOT_MEASURED, Values, combine, in_range
 from helpers.chapters.ch04_warp_execution.warp_bench import BLOCK_SIZES, SHARED_KIB
+from helpers.perf import occupancy
 
 SMEM_GBS = [f"ch04.smem_gbs.k{k}" for k in SHARED_KIB]
 SMEM_OCC = [f"ch04.smem_occupancy.k{k}" for k in SHARED_KIB]
@@ -17,14 +18,15 @@ BLOCK_GBS = [f"ch04.blocksize_gbs.b{b}" for b in BLOCK_SIZES]
 
 
 def _few_warps(m: Values) -> tuple[str, str]:
-    pts = [(m.get(o), m.get(g)) for o, g in zip(SMEM_OCC, SMEM_GBS)]
-    pts = [(o, g) for o, g in pts if o is not None and g is not None]
+    pts = [(o, g) for on, gn in zip(SMEM_OCC, SMEM_GBS)
+           if (o := m.get(on)) is not None and (g := m.get(gn)) is not None]
     if not pts:
         return "the occupancy sweep was not measured", NOT_MEASURED
     best = max(g for _, g in pts)
     occ, gbs = min(pts)
-    warps = occ * 64
-    return (f"the copy at its lowest measured occupancy ({warps:.0f} of 64 warps per SM) reaches "
+    limits = occupancy.limits_for_device()  # this GPU's, or the H100/H200's the stored run used
+    slots = limits.max_threads // limits.warp_size
+    return (f"the copy at its lowest measured occupancy ({occ * slots:.0f} of {slots} warps per SM) reaches "
             f"{gbs / best:.0%} of its best bandwidth; two warps per SM would have even fewer loads in flight"), \
         HOLDS if gbs / best > 0.9 else FAILS
 

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from helpers.errors import InputError
 
 VISIBLE_PTS = 0.5  # a difference of accuracy smaller than this is within a handful of test samples
+ALMOST_FREE_PTS = 1.0  # INT8 "costs almost nothing" when no variant is further than this below FP32
 
 
 def ptq_cost(rows: Sequence[dict], n_test: int, model: str) -> str:
@@ -20,7 +21,7 @@ def ptq_cost(rows: Sequence[dict], n_test: int, model: str) -> str:
         raise InputError("ptq_cost needs accuracy_table rows (FP32 and INT8) and the test-set size.")
     worst = fp32 - min(int8)
     sample = 100 / n_test
-    verdict = ("INT8 PTQ costs almost nothing here" if worst <= 1.0 else
+    verdict = ("INT8 PTQ costs almost nothing here" if worst <= ALMOST_FREE_PTS else
                "INT8 PTQ costs accuracy here: look for the cause (section 5)")
     below = (f"the worst is {worst:.1f} points below FP32, {worst / sample:.0f} test sample(s) of "
              f"{sample:.2g} points each" if worst > 0 else "none is below FP32")

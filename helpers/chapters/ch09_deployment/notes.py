@@ -8,9 +8,7 @@ from __future__ import annotations
 
 from helpers import claims as registry
 from helpers.claims import FAILS, HOLDS, NOT_MEASURED, Values, fmt
-
-# NVIDIA's published TensorRT BERT-base numbers (A100, seq 128, latency ms): INT8 vs FP16.
-TRT_A100_BERT_MS = {1: (0.55, 0.64), 32: (2.30, 4.06)}
+from helpers.models.bert import TRT_A100_BERT_MS
 DOUBLE = 1.9  # "roughly doubles"
 
 

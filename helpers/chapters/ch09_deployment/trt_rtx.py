@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from helpers import bench
-from helpers.chapters.ch09_deployment.trt_rtx_view import PREFIX, results_from_records, show
+from helpers.chapters.ch09_deployment.trt_rtx_view import PREFIX, PROFILE, results_from_records, show
 from helpers.deploy import trt_family, trt_layers
 from helpers.deploy.tensorrt_backend import BuildReport, TensorRTBackend, build, parser_report
 from helpers.errors import InputError, MissingPackageError
@@ -35,8 +35,6 @@ from helpers.errors import InputError, MissingPackageError
 __all__ = ["available", "run_builds", "show", "parser_report", "results_from_records", "ModelSpec"]
 
 HEADLINE = "trt_rtx.int8_over_fp32_engine_size"
-PROFILE = (1, 8, 32)  # min / opt / max batch of the optimization profile
-EXPECTED = "about 1 minute on the H200 host (30 s more when the chapter 9 model is not cached yet)"
 
 
 @dataclass
@@ -231,7 +229,7 @@ def run_builds(
     fam = family or trt_family.require(trt_family.TENSORRT_RTX, "chapter 9's TensorRT-RTX engines")
     work = Path(work_dir)
     work.mkdir(parents=True, exist_ok=True)
-    print(f"Building {fam.label} engines from the course's exports: expected time {EXPECTED}.")
+    print(f"Building {fam.label} engines from the course's exports (one progress step per model).")
     rows: list[dict[str, Any]] = []
     specs = specs if specs is not None else [chapter_model(), resnet50_model()]
     for spec in tqdm(specs, desc="export + build (FP32, FP16, INT8 Q/DQ)"):

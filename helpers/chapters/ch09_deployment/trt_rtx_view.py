@@ -11,9 +11,11 @@ from typing import Any
 from helpers.bench import Record
 
 PREFIX = "ch09.trt_rtx"
+PROFILE = (1, 8, 32)  # min / opt / max batch of the engines' optimization profile
 FIELDS = ("built", "build_s", "engine_mb", "layers", "engine_layers", "int8_layers", "runs")
 HOW_TO_RUN = (
-    "With an RTX GPU (GeForce RTX 20xx or newer, or an RTX workstation GPU): pip install "
+    "With an RTX GPU whose compute capability the runtime lists (TensorRT-RTX 1.7 lists 8.0, 8.6, 8.9 and "
+    "12.x: GeForce RTX 30xx or newer, or an RTX workstation GPU of those generations): pip install "
     "tensorrt-rtx (for a CUDA 12 driver: pip install tensorrt-rtx-cu12), restart the kernel and "
     "run this cell again: it builds the same engines on your GPU, runs them, and times them beside "
     "ONNX Runtime and PyTorch INT8. From a shell: python -m helpers.deploy build MODEL.onnx "
@@ -163,7 +165,7 @@ def show(results: list[dict[str, Any]] | None = None) -> None:
     tables.show(
         table_rows(rows),
         caption=f"{rows[0].get('family', 'TensorRT-RTX')}: the course's ONNX exports, "
-        f"parsed and built with a dynamic batch profile 1/8/32 on {where}",
+        f"parsed and built with a dynamic batch profile {'/'.join(map(str, PROFILE))} on {where}",
     )
     ratios = size_ratios(rows)
     if "resnet50 int8" in ratios:

@@ -3,7 +3,7 @@
 At small M the time is the weight bytes, so fewer bytes win (W4A16, W8A16). As M grows, each weight byte
 serves more rows and the layer becomes compute-bound: weight-only kernels then pay for unpacking codes
 and still multiply in FP16, while W8A8 (INT8 tensor cores, `torch._int_mm`) and FP8 (`torch._scaled_mm`)
-do the math itself at twice the FP16 rate, after quantizing the activations per token.
+do the math in 8 bits, whose datasheet peak is twice FP16's, after quantizing the activations per token.
 
 Serves: chapter 12.
 """

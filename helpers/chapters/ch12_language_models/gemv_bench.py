@@ -169,6 +169,33 @@ def math_modes(n: int = 11008, k: int = 4096, repeats: int = 15) -> list[dict]:
     return rows
 
 
+def math_summary(rows: list[dict], d2d_gbs: float | None) -> str:
+    """What the code-math rows say: the gain of the fastest math over the plain convert, and what limits the kernel."""
+    parts, gained, below = [], False, False
+    for kernel in dict.fromkeys(r["kernel"] for r in rows):
+        sel = {r["code math"]: r for r in rows if r["kernel"] == kernel}
+        if MATHS[0] not in sel:
+            continue
+        best = min(sel.values(), key=lambda r: r["µs"])
+        gain = sel[MATHS[0]]["µs"] / best["µs"]
+        gained |= gain > 1.05
+        text = f"{kernel}: the {best['code math']} version runs {gain:.2f}× as fast as the int-to-float one"
+        if d2d_gbs and best.get("weight GB/s"):
+            share = best["weight GB/s"] / d2d_gbs
+            below |= share < 0.8
+            text += f" and reads {share:.0%} of the {d2d_gbs:.0f} GB/s copy rate"
+        parts.append(text)
+    if not parts:
+        return "No code-math rows to compare."
+    why = ("fewer instructions per weight made the same bytes arrive faster, so instructions and their latency, "
+           "not memory, hold these kernels back" if gained else
+           "the instruction count barely changed the time, so it is not what holds these kernels back")
+    if below:
+        why += ("; even the fastest version stays well below the copy rate, and this experiment does not show "
+                "what holds back the rest")
+    return "; ".join(parts) + ": " + why + "."
+
+
 def record_math_modes(rows: list[dict]) -> None:
     """Record each row as ch12.gemv_math.<kernel>.m<mode> (µs, with GB/s)."""
     names = {v: k for k, v in MATHS.items()}

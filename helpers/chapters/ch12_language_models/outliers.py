@@ -1,7 +1,7 @@
 """Activation outliers: where they appear in the tiny LM, and SmoothQuant and AWQ on outliers made on purpose.
 
 Large language models (billions of parameters) grow a few activation channels far larger than the rest; a
-per-token INT8 scale then spends its range on them. A small model trained for a minute may have none, so
+per-token INT8 scale then spends its range on them. A small model trained briefly may have none, so
 `measured` reports what this one has, and `injected_study` builds the same function with one channel
 scaled up on purpose (`helpers.model_quant.lm_quant.inject_outlier`), labelled as such.
 

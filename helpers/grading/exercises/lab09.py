@@ -9,8 +9,6 @@ Serves: lab09 (its answer key: specs, visible and hidden cases, hints).
 
 from __future__ import annotations
 
-
-
 import numpy as np
 
 from helpers.chapters.ch10_beyond_int8.dynamic_quant import ema_amax
@@ -72,8 +70,9 @@ register(
         plot=False,
         hint="Two separate bugs: what the calibration data went through, and an INT8 layout that ONNX "
              "Runtime's CPU kernels cannot fuse.",
-        hints=("Calibrate on inputs preprocessed exactly like the test inputs. On ORT's CPU, quantize with uint8 "
-               "activations and per-channel weights (chapter 9's quantize_static path).",),
+        hints=("Compare the batches broken_deploy calibrates on with the ones it was given. For the speed, find the "
+               "diagnostic's finding about the activations' type, then read the options of quantize_static_qdq "
+               "(chapter 9 measured which INT8 layout ORT's CPU kernels fuse).",),
     ),
 )
 

@@ -122,8 +122,8 @@ register(
         hidden=hidden_pack_cases,
         hint="Keep the low four bits of each code (two's complement) and put the even element in the low "
              "half of its byte.",
-        hints=("Mask with 0xF after converting to a wider integer type, then combine the even and odd "
-               "elements of the last axis with a shift and an OR; return uint8.",),
+        hints=("An int8 code of -1 has all eight bits set: what happens to its neighbour's nibble if those bits "
+               "are not cut to four first? Do the bit work in a type wide enough for the shift; return uint8.",),
     ),
     Exercise(
         id="lab10.smoothquant_scale", title="SmoothQuant's per-channel scale", spec=spec_smoothquant_scale,
@@ -136,6 +136,7 @@ register(
         id="lab10.apply_smoothing", title="move the scale between x and w", spec=spec_apply_smoothing,
         cases=apply_cases, compare="close", rtol=1e-6, atol=1e-7,
         hint="The product x @ w.T must not change, while the activations' outlier channels shrink.",
-        hints=("s has one value per input channel: the columns of x and the columns of w (not its rows).",),
+        hints=("Write one entry of x @ w.T as a sum over k and ask which entries of w meet x[:, k]: whatever "
+               "divides x[:, k] must multiply exactly those.",),
     ),
 )

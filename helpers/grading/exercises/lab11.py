@@ -51,7 +51,9 @@ register(
         run=kit.run_naive, compare=kit.compare_naive, perf=kit.perf_naive, plot=False,
         hint="One thread per element of c. A warp is 32 consecutive threadIdx.x: choose which index of c "
              "x walks along so that a warp's loads of b and stores of c are neighbours.",
-        hints=("Columns of c go with threadIdx.x, rows with threadIdx.y; threads outside c do nothing.",),
+        hints=("In row-major arrays c[i, j] and c[i, j + 1] are neighbours while c[i + 1, j] is a whole row "
+               "away, and the same holds for b[k, j]. Which of i and j must change from one lane to the next? "
+               "Threads of an edge block that fall outside c must not touch memory.",),
     ),
     Exercise(
         id="lab11.tiled", title="tiled FP32 GEMM in shared memory", spec=gemm.float_gemm_reference,

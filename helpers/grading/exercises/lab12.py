@@ -48,7 +48,8 @@ register(
         hidden=_hidden, run=kit.run, compare=kit.compare_shared, perf=kit.perf_shared, plot=False,
         hint="Give each block its own bins in fast shared memory, and touch the global bins only once per "
              "block and bin. Shared memory starts with garbage.",
-        hints=("Clear the block's bins, wait, count into them with shared-memory atomics, wait, then add "
-               "each non-empty bin to the global counts with one atomic.",),
+        hints=("The block's bins go through three phases: cleared, counted into, merged. No thread may start a "
+               "phase before every thread of its block has finished the one before, and within the counting "
+               "phase many threads still hit the same shared bin.",),
     ),
 )

@@ -267,7 +267,7 @@ def measure_and_show(naive: Any, tiled: Any, int8: Any) -> dict[str, float]:
     from helpers.kernels import gemm_bench
     from helpers.perf import roofline
 
-    print(f"Checking and timing {gemm_bench.N}³ GEMMs (about a minute with compilation)...")
+    print(f"Checking and timing {gemm_bench.N}³ GEMMs (each kernel compiles first)...")
     steps = gemm_bench.measure(naive, tiled, int8)
     speedups = gemm_bench.record(steps)
     bandwidth = roofline.measure_bandwidth_gbs("cuda", nbytes=1 << 30, repeats=5)

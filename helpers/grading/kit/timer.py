@@ -97,12 +97,17 @@ class FakeKernel:
 
 # --- the timer exercise's runner and comparisons ------------------------------------------------
 def run_timer(fn: Callable, ms: float, cold: int, repeats: int) -> dict:
-    """Give the student's timer a fresh fake GPU and kernel; return its samples and the call count."""
+    """Give the student's timer a fresh fake GPU and kernel; return its samples, call count and queued work."""
     cuda = FakeCuda()
     kernel = FakeKernel(cuda, ms, cold)
     got = fn(kernel, cuda, warmup=cold, repeats=repeats)
     samples = [float(x) for x in got] if isinstance(got, (list, tuple)) else got
-    return {"samples": samples, "calls": kernel.calls}
+    return {"samples": samples, "calls": kernel.calls, "work_ms": cuda.gpu_clock * 1e3}
+
+
+def _queued_ms(calls: int, ms: float, cold: int) -> float:
+    """The GPU work that `calls` calls of a FakeKernel(ms, cold) queue."""
+    return min(calls, cold) * 10 * ms + max(calls - cold, 0) * ms
 
 
 def compare_timer(got: dict, expected: dict) -> None:
@@ -121,6 +126,10 @@ def compare_timer(got: dict, expected: dict) -> None:
                              "of GPU work. The call returns before the GPU finishes: synchronize before "
                              "reading the clock (or use events and end.synchronize()).")
     warm = expected["calls"] - len(want)
+    queued = _queued_ms(got["calls"], ms, warm)
+    if abs(got.get("work_ms", 0.0) - queued) > 1e-6 * (1.0 + queued):
+        raise AssertionError(f"the kernel's call counter says {got['calls']} calls, but the fake GPU received "
+                             f"{got.get('work_ms', 0.0):.1f} ms of work: call fn() instead of changing its counter.")
     if got["calls"] < expected["calls"]:
         raise AssertionError(f"fn was called {got['calls']} times; a timer with warmup={warm} and "
                              f"repeats={len(want)} calls it {expected['calls']} times. Run the warm-up calls "
