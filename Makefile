@@ -58,14 +58,14 @@ test:
 unit: setup
 	$(PY) -m pytest tests -m "not browser" -q
 
-## Every notebook and solution under nbval; tests/nbval_guard.py also fails cells that run > 10 s without a
+## Every notebook and solution under nbval; tests/support/nbval_guard.py also fails cells that run > 10 s without a
 ## progress bar and figures with problems (helpers.figure_check); nothing may be left in nbval's private TMPDIR.
 notebooks: setup
 	@mkdir -p $(ARTIFACTS) && rm -f $(ARTIFACTS)/cpu_records.jsonl $(ARTIFACTS)/figure_problems.jsonl
 	@tmp=$$(mktemp -d) && \
 	TMPDIR=$$tmp WORKBOOK_RESULTS=$(CURDIR)/$(ARTIFACTS)/cpu_records.jsonl WORKBOOK_FIGURES=$(CURDIR)/$(ARTIFACTS)/figures \
 	  WORKBOOK_FIGURE_LINT=$(CURDIR)/$(ARTIFACTS)/figure_problems.jsonl \
-	  $(PY) -m pytest -q -p no:cacheprovider -p tests.nbval_guard --nbval-lax --nbval-current-env \
+	  $(PY) -m pytest -q -p no:cacheprovider -p tests.support.nbval_guard --nbval-lax --nbval-current-env \
 	  --nbval-cell-timeout=$(CELL_TIMEOUT) notebooks solutions; rc=$$?; \
 	$(PY) -m helpers.tools.report check-tmp "$$tmp" || rc=1; rm -rf "$$tmp"; exit $$rc
 	$(PY) -m helpers.tools.report check-names $(ARTIFACTS)/cpu_records.jsonl
@@ -93,20 +93,20 @@ sandbox-deps:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
 	  else echo "bubblewrap is missing: the grading tests run submissions without the sandbox"; fi; }
 
-## Regenerate labs/ and the students' visible cases (helpers/grading/visible/) from solutions/ (instructors).
+## Regenerate labs/ and the students' visible cases (helpers/labs/*/visible.json) from solutions/ (instructors).
 labs: setup
-	$(PY) -m helpers.grading generate
+	$(PY) -m helpers.grading.batch generate
 
 ## Grade a folder of submissions: make grade SUBMISSIONS=path/to/folder [JOBS=2] [ROSTER=roster.csv]
 ## (exit status 3: some submissions were not graded, the grader's own failure; run again to resume)
 grade: setup
-	$(PY) -m helpers.grading grade $(SUBMISSIONS) --out $(ARTIFACTS)/grades --jobs $(JOBS) \
+	$(PY) -m helpers.grading.batch grade $(SUBMISSIONS) --out $(ARTIFACTS)/grades --jobs $(JOBS) \
 	  $(if $(ROSTER),--roster $(ROSTER))
 
 ## What students receive (labs, chapters, the course package without answer keys, reference data):
 ## artifacts/release/ and artifacts/release.tar.gz
 release: setup
-	$(PY) -m helpers.grading release --out $(ARTIFACTS)/release
+	$(PY) -m helpers.grading.batch release --out $(ARTIFACTS)/release
 
 ## Run every notebook, collect the measurements, write results + summary + plots.
 gpu-report: setup

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from helpers.errors import InputError, NoGPUError, require_package
-from helpers.validation import require_int_range
+from helpers.validation import require_choice, require_int_range, require_real
 
 RESULTS_VAR = "WORKBOOK_RESULTS"
 BACKENDS = ("auto", "cpu", "torch", "cupy", "numba")
@@ -35,6 +35,14 @@ class Timing:
 
     samples_s: tuple[float, ...]
     backend: str
+
+    def __post_init__(self) -> None:
+        """At least one sample, each a finite number of seconds >= 0 (a list is kept as a tuple); a known backend."""
+        if not isinstance(self.samples_s, (tuple, list)) or not self.samples_s:
+            raise InputError(f"samples_s must be a non-empty tuple of seconds, got {self.samples_s!r}; "
+                             "time something with bench.timeit(fn).")
+        object.__setattr__(self, "samples_s", tuple(require_real(s, "every sample", 0.0) for s in self.samples_s))
+        require_choice(self.backend, BACKENDS[1:], "backend")
 
     @property
     def median_s(self) -> float:
@@ -48,13 +56,15 @@ class Timing:
 
     def percentile_s(self, q: float) -> float:
         """The q-th percentile (0..100) of the samples, nearest-rank."""
+        q = require_real(q, "q (a percentile)", 0.0, 100.0)
         s = sorted(self.samples_s)
         return s[min(len(s) - 1, max(0, round(q / 100 * (len(s) - 1))))]
 
     @property
     def spread(self) -> float:
-        """(p90 - p10) / median: the relative spread of the samples."""
-        return (self.percentile_s(90) - self.percentile_s(10)) / self.median_s
+        """(p90 - p10) / median: the relative spread of the samples (inf if the median is 0 and they differ)."""
+        width = self.percentile_s(90) - self.percentile_s(10)
+        return width / self.median_s if self.median_s else (0.0 if width == 0 else math.inf)
 
     def __str__(self) -> str:
         return f"{self.median_ms:.3f} ms (median of {len(self.samples_s)}, spread {self.spread:.0%})"

@@ -14,6 +14,10 @@ A chapter registers its claims once, in its own package (``helpers/chapters/chNN
 and its notebook prints them with ``claims.show(3)`` (a table) or ``claims.callout("ch03.…")``
 (one boxed correction where the student meets the topic).
 
+Each claim names the baseline the notes mean (``baseline``: "against FP32, what the notes compare
+with"), and every callout is bilingual both ways: the notes' statement, the verdict word (成立 /
+不成立 / 视情况而定) and a one-line Chinese summary of the evidence (``summary_zh``), beside the English.
+
 Serves: core — used by chapters 0–11.
 """
 
@@ -26,8 +30,11 @@ from helpers.errors import InputError
 from helpers.tables import number
 
 HOLDS, FAILS, NOT_MEASURED = "holds", "doesn't hold", "not measured"
+OUTDATED = "outdated"
+VERDICT_ZH = {HOLDS: "成立", FAILS: "不成立", NOT_MEASURED: "未测量", OUTDATED: "不成立（已过时）"}
 Values = Mapping[str, float | None]
 Judge = Callable[[Values], tuple[str, str]]
+SummaryZh = Callable[[Values], str]
 SEED_FILES = {"notes 1": "000_d69d5450e7e49538.txt", "notes 2": "002_343e62a4a5f53c75.txt",
               "notes 3": "004_cc1b451fef539712.txt", "folklore": ""}
 
@@ -72,6 +79,23 @@ class Claim:
     judge: Judge       # values of `needs` -> (what the evidence shows, verdict)
     source: str        # the measurement or published source that shows it
     needs: tuple[str, ...] = ()
+    baseline: str = ""                     # what the notes compare against, e.g. 'FP32 (the notes' 12 ms)'
+    summary_zh: SummaryZh | str = ""       # one line of Chinese: what the evidence shows (values -> text)
+
+
+def verdict_zh(verdict: str) -> str:
+    """The Chinese verdict word: 成立, 不成立, 视情况而定, 未测量, or 无法判定 (a difference inside the noise)."""
+    from helpers.findings import NOT_RESOLVED, NOT_RESOLVED_ZH
+
+    base, _, rest = verdict.partition(" (")
+    words = ((HOLDS + ":", "视情况而定"), ("depends", "视情况而定"), ("holds on paper", "视情况而定"),
+             ("doesn't fit", "不成立（不适用）"), (FAILS, "不成立"), (OUTDATED, "不成立（已过时）"),
+             (HOLDS, "成立"), (NOT_MEASURED, "未测量"), (NOT_RESOLVED, f"无法判定（{NOT_RESOLVED_ZH}）"))
+    word = next((zh for en, zh in words if base.startswith(en)), "")
+    if not word:
+        raise InputError(f"verdict {verdict!r} has no Chinese word: use HOLDS, FAILS, OUTDATED, NOT_MEASURED, "
+                         "combine() or findings.NOT_RESOLVED.")
+    return word + ("（部分测量）" if "partly measured" in rest else "")
 
 
 _REGISTRY: dict[str, Claim] = {}
@@ -100,29 +124,33 @@ def get(claim_id: str) -> Claim:
 
 
 def gather(names: tuple[str, ...] | list[str]) -> tuple[dict[str, float | None], str]:
-    """Values of `names` (this session first, then the stored runs) and where they came from."""
+    """Values of `names` (this session first, then the stored runs, with their spreads) and where from."""
     from helpers import findings
 
     found = {n: findings.get(n) for n in names}
     wheres = sorted({m.where() for m in found.values() if m is not None})
-    return {n: (m.value if m else None) for n, m in found.items()}, "; ".join(wheres)
+    values = findings.Values({n: (m.value if m else None) for n, m in found.items()},
+                             {n: m.spread for n, m in found.items() if m is not None})
+    return values, "; ".join(wheres)
 
 
 def judge(claim: Claim, measured: Values | None = None) -> dict[str, str]:
-    """One claim judged: {claim, evidence, verdict, from, source}."""
+    """One claim judged: {claim, evidence, verdict, verdict_zh, summary_zh, baseline, from, source}."""
     values, where = (dict(measured), "given values") if measured is not None else gather(claim.needs)
     evidence, verdict = claim.judge(values)
+    summary = claim.summary_zh(values) if callable(claim.summary_zh) else claim.summary_zh
     if not claim.needs:
         where = "published figures and the course's code"
     elif not where:
         where = "not measured here, and no stored run holds it yet"
-    return {"claim": claim.notes, "evidence": evidence, "verdict": verdict, "from": where,
-            "source": claim.source}
+    return {"claim": claim.notes, "evidence": evidence, "verdict": verdict, "verdict_zh": verdict_zh(verdict),
+            "summary_zh": summary, "baseline": claim.baseline, "from": where, "source": claim.source}
 
 
 def rows(chapter: int | None = None, measured: Values | None = None) -> list[dict]:
     """The claims table of one chapter (or all): claim, evidence, verdict, where from, source."""
-    return [judge(c, measured) for c in registered(chapter)]
+    keep = ("claim", "evidence", "verdict", "verdict_zh", "from", "source")
+    return [{k: v for k, v in judge(c, measured).items() if k in keep} for c in registered(chapter)]
 
 
 def show(chapter: int | None = None, measured: Values | None = None) -> None:
@@ -134,13 +162,17 @@ def show(chapter: int | None = None, measured: Values | None = None) -> None:
 
 
 def callout_text(claim_id: str, measured: Values | None = None) -> str:
-    """The callout as markdown: what the notes say (English, 中文), the verdict, the evidence, the source."""
+    """The callout as markdown: what the notes say, the baseline, the verdict and the evidence, each in
+    English and in 中文, then where the numbers came from and the source."""
     c = get(claim_id)
     j = judge(c, measured)
+    against = (f"**Judged against** {c.baseline}, the baseline the notes mean.\n\n" if c.baseline else "")
+    summary = j["summary_zh"].rstrip("。") + "。" if j["summary_zh"] else ""
     return (f"**The lecture notes say** ({c.seed}): {c.notes}\n\n"
-            f"**讲义中的说法：** {c.notes_zh}\n\n"
+            f"**讲义中的说法：** {c.notes_zh}\n\n{against}"
             f"**Verdict — {j['verdict']}.** {j['evidence'][:1].upper()}{j['evidence'][1:]}. "
-            f"*({j['from']}; source: {c.source})*")
+            f"*({j['from']}; source: {c.source})*\n\n"
+            f"**结论：{j['verdict_zh']}。** {summary}")
 
 
 def callout(claim_id: str, measured: Values | None = None) -> None:

@@ -1,10 +1,10 @@
 """The course map in one place: each chapter's notebook, title and labs, and where a chapter leads next.
 
 Notebook 00 prints the path through the course from it, every chapter's closing "Next" cell links
-what it names (``next_markdown``), and ``tests/test_course_map.py`` checks both the notebooks and the
+what it names (``next_markdown``), and ``tests/course/test_course_map.py`` checks both the notebooks and the
 README's chapter table against it. A new chapter or lab is added here first.
 
-Serves: core — used by chapter 0 and by tests/test_course_map.py.
+Serves: core — used by chapter 0 and by tests/course/test_course_map.py.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ CHAPTERS: tuple[Chapter, ...] = (
     Chapter("11_troubleshooting", "Troubleshooting, automated", ("lab09_troubleshoot",)),
     Chapter("12_language_models",
             "Quantizing a language model: weight-only INT8/INT4, SmoothQuant, KV cache, decode speed",
-            ("lab10_llm_quantization",)),
+            ("lab10_llm_quantization", "lab13_weight_only_gemv")),
 )
 BY_NOTEBOOK = {c.notebook: c for c in CHAPTERS}
 

@@ -12,6 +12,10 @@ import platform
 import sys
 import warnings
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from helpers.deploy.registry import Entry
 
 SIM_VAR = "NUMBA_ENABLE_CUDASIM"
 
@@ -218,7 +222,7 @@ def _probe_cupy() -> StackStatus:
     return StackStatus("cupy", "real", f"cupy {cupy.__version__}")
 
 
-def _probe_torch() -> StackStatus:
+def probe_torch() -> StackStatus:
     """Multiply on the GPU with torch, or report the CPU build."""
     try:
         import torch
@@ -233,58 +237,6 @@ def _probe_torch() -> StackStatus:
     except Exception as exc:  # noqa: BLE001
         return StackStatus("torch CUDA", "broken", f"{type(exc).__name__}: {exc}", GPU_EXTRAS)
     return StackStatus("torch CUDA", "real", f"torch {torch.__version__}, CUDA {torch.version.cuda}")
-
-
-def _probe_tensorrt() -> StackStatus:
-    """Create a TensorRT builder (which needs a GPU)."""
-    try:
-        import tensorrt as trt
-
-        if not hasattr(trt, "Builder"):  # only the type stubs are installed
-            raise ImportError("tensorrt")
-    except ImportError:
-        fix = GPU_EXTRAS if has_gpu() else "needs an NVIDIA GPU; then " + GPU_EXTRAS
-        return StackStatus("TensorRT", "missing", "not installed", fix)
-    try:
-        builder = trt.Builder(trt.Logger(trt.Logger.ERROR))
-        assert builder is not None
-    except Exception as exc:  # noqa: BLE001
-        return StackStatus("TensorRT", "broken", f"{type(exc).__name__}: {exc}", GPU_EXTRAS)
-    return StackStatus("TensorRT", "real", f"TensorRT {trt.__version__}")
-
-
-def _probe_onnxruntime() -> StackStatus:
-    """Run a one-node ONNX model in ONNX Runtime and list its providers."""
-    try:
-        import numpy as np
-        import onnx
-        import onnxruntime as ort
-        from onnx import TensorProto, helper
-    except ImportError:
-        return StackStatus("ONNX Runtime", "missing", "not installed", "make setup")
-    try:
-        node = helper.make_node("Relu", ["x"], ["y"])
-        graph = helper.make_graph(
-            [node], "probe",
-            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
-            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
-        )
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-        model.ir_version = 8
-        onnx.checker.check_model(model)
-        sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-        out = sess.run(None, {"x": np.array([-1.0, 2.0], dtype=np.float32)})[0]
-        assert out.tolist() == [0.0, 2.0]
-    except Exception as exc:  # noqa: BLE001
-        return StackStatus("ONNX Runtime", "broken", f"{type(exc).__name__}: {exc}", "make setup")
-    providers = [p for p in ort.get_available_providers() if p != "AzureExecutionProvider"]
-    gpu = any(p in providers for p in ("CUDAExecutionProvider", "TensorrtExecutionProvider"))
-    return StackStatus(
-        "ONNX Runtime", "real" if gpu else "cpu",
-        f"onnxruntime {ort.__version__}: {', '.join(providers)}",
-        "" if gpu or not has_gpu() else "for GPU providers: pip install onnxruntime-gpu",
-        {"providers": providers},
-    )
 
 
 def _probe_pytorch_quantization() -> StackStatus:
@@ -305,16 +257,46 @@ def _probe_pytorch_quantization() -> StackStatus:
     return StackStatus("pytorch-quantization", "real", f"2.1.3 fake-quant on the {where}")
 
 
-PROBES = (
-    _probe_numba, _probe_cupy, _probe_torch, _probe_tensorrt, _probe_onnxruntime,
-    _probe_pytorch_quantization,
-)
+CORE_PROBES = (_probe_numba, _probe_cupy)  # then one probe per deploy backend, then LATE_PROBES
+LATE_PROBES = (_probe_pytorch_quantization,)
+CORE_PACKAGES = ("torch", "numpy", "numba", "cupy")  # versions() adds every deploy backend's packages
+
+
+def _importable(entry: Entry) -> str | None:
+    """The first of a backend's packages that imports here, or None."""
+    from helpers.plugins import present
+
+    return next((p for p in entry.packages if present(p) is not None), None)
+
+
+def runs_here(entry: Entry) -> bool:
+    """True when one of a backend's packages imports here, and there is a GPU if it needs one."""
+    return _importable(entry) is not None and (has_gpu() or not entry.gpu)
+
+
+def probe_import(entry: Entry) -> StackStatus:
+    """Whether one of a backend's packages imports here (the probe of a backend that names none)."""
+    found = _importable(entry)
+    if found is None:
+        fix = entry.install if has_gpu() or not entry.gpu else f"needs an NVIDIA GPU; then {entry.install}"
+        return StackStatus(entry.title, "missing", "not installed", fix)
+    if entry.gpu and not has_gpu():
+        return StackStatus(entry.title, "missing", f"{found} {_version(found)} installed; no GPU to run it",
+                           "needs an NVIDIA GPU and driver")
+    return StackStatus(entry.title, "real", f"{found} {_version(found)}")
+
+
+def backend_probes() -> tuple[StackStatus, ...]:
+    """One status per deploy backend of helpers.deploy.registry, by its own probe or an import check."""
+    from helpers.deploy import registry
+
+    return tuple(registry.load(e.probe)() if e.probe else probe_import(e) for e in registry.BACKENDS)
 
 
 @functools.cache
 def stacks() -> tuple[StackStatus, ...]:
     """Try every stack the course uses and say how it runs here."""
-    return tuple(probe() for probe in PROBES)
+    return (*(p() for p in CORE_PROBES), *backend_probes(), *(p() for p in LATE_PROBES))
 
 
 def _version(module: str) -> str:
@@ -346,8 +328,9 @@ def versions() -> dict[str, str]:
 @functools.cache
 def _versions() -> dict[str, str]:
     """``versions()``, read once per process (importing the packages is the slow part)."""
-    mods = ("torch", "numpy", "numba", "cupy", "onnxruntime", "tensorrt", "tensorrt_rtx", "triton")
-    out = {m: _version(m) for m in mods}
+    from helpers.deploy import registry
+
+    out = {m: _version(m) for m in dict.fromkeys((*CORE_PACKAGES, *registry.packages()))}
     try:
         import torch
 

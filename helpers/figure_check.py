@@ -4,14 +4,19 @@
 no device label, colours outside the palette, text that overlaps other text (crowded tick
 labels, a footer on the x label), a legend that covers data, and a y axis whose range hides zero
 so that a small change looks large (unless the figure says why, see ``helpers.plots.zoomed``, or the
-axis is in dB, a logarithmic unit with no natural zero).
+axis is in dB, a logarithmic unit with no natural zero), and a roofline with a point above its roof.
+
+Physics, on the data before it is drawn: ``roof_problems`` fails a roofline whose measured point lies
+above its roof or whose roof is of another math precision than the point (one roof per precision);
+``sweep_jumps`` flags a sweep whose per-item time jumps several-fold between neighbours, and
+``recheck`` re-measures those points before anything is concluded from the curve.
 
 During ``make notebooks`` every figure a notebook draws is checked: with ``WORKBOOK_FIGURE_LINT``
 naming a file, ``helpers.start`` calls ``enable()``, which hooks every new pyplot figure
 (matplotlib's ``figure.hooks``) and appends the problems found when it is drawn to that file as JSON
-lines; ``tests/nbval_guard.py`` reads them back (``read_problems``) and fails the run listing them.
+lines; ``tests/support/nbval_guard.py`` reads them back (``read_problems``) and fails the run listing them.
 
-Serves: core — used by every chapter (make notebooks) and tests/test_figures.py.
+Serves: core — used by every chapter (make notebooks) and tests/test_figure_check.py.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ import itertools
 import json
 import os
 import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +39,8 @@ LINT_VAR = "WORKBOOK_FIGURE_LINT"
 UNITLESS = re.compile(r"ratio|count|×|fraction|share|index|channel|bits|\(|%", re.I)
 ZOOM_LIMIT = 0.5      # a linear y axis must start at or below this fraction of its top (or say why)
 OVERLAP_PX = 1.5      # text boxes may touch by this many pixels
+ROOF_SLACK = 0.05     # a point may sit this fraction above its roof (timing noise), no more
+JUMP = 3.0            # per-item time may not rise (nor total time fall) this many times between neighbours
 
 
 def _is_grey(colour: object) -> bool:
@@ -209,6 +218,95 @@ def _zoom_problems(fig: Figure) -> list[str]:
     return problems
 
 
+def _drawn_roof_problems(fig: Figure) -> list[str]:
+    """Scatter points drawn above the line labelled 'roof…' of their axes (the highest roof, if several)."""
+    problems = []
+    for ax in fig.axes:
+        roofs = [ln for ln in ax.lines if str(ln.get_label()).lower().startswith("roof")]
+        if not roofs:
+            continue
+        curves = [np.asarray(ln.get_data(), float) for ln in roofs]
+        for coll in ax.collections:
+            for x, y in np.asarray(coll.get_offsets(), float):
+                tops = [np.exp(np.interp(np.log(x), np.log(c[0]), np.log(c[1]))) for c in curves]
+                if np.isfinite(y) and y > max(tops) * (1 + ROOF_SLACK):
+                    problems.append(f"axes ({_title(ax)}): a point at {y:.4g} lies above its roof "
+                                    f"({max(tops):.4g} at intensity {x:.3g}): wrong roof or wrong count")
+    return problems
+
+
+def roof_problems(points: Sequence[tuple[str, str, float, float]],
+                  roofs: Mapping[str, tuple[float, float]], slack: float = ROOF_SLACK) -> list[str]:
+    """What is wrong with a roofline's data: points (name, precision, FLOP/byte, TFLOP/s) under roofs
+    {precision: (peak TFLOP/s, GB/s)}. A point needs a roof of its own precision and must lie under it."""
+    problems = []
+    for name, prec, ai, tflops in points:
+        if prec not in roofs:
+            problems.append(f"{name} ({prec}) has no {prec} roof (roofs: {', '.join(sorted(roofs)) or 'none'}): "
+                            "one roof per math precision")
+            continue
+        peak, gbs = roofs[prec]
+        top = min(peak, ai * gbs / 1e3)
+        if tflops > top * (1 + slack):
+            problems.append(f"{name} ({prec}) at {tflops:.4g} TFLOP/s lies above its {prec} roof "
+                            f"({top:.4g} at {ai:.3g} FLOP/byte)")
+    return problems
+
+
+def sweep_jumps(items: Sequence[float], per_item: Sequence[float], factor: float = JUMP) -> list[int]:
+    """Indices of sweep points next to an implausible jump: per-item time rising `factor`-fold, or the
+    total time (per-item × items) falling `factor`-fold, from one point to the next (both ends flagged)."""
+    order = sorted(range(len(items)), key=lambda i: items[i])
+    flagged: set[int] = set()
+    for a, b in zip(order, order[1:]):
+        up = per_item[b] / per_item[a]
+        fall = (per_item[a] * items[a]) / (per_item[b] * items[b])
+        if up >= factor or fall >= factor:
+            flagged |= {a, b}
+    return sorted(flagged)
+
+
+@dataclass(frozen=True)
+class SweepCheck:
+    """A sweep after its flagged points were re-measured: what was flagged, and what still jumps."""
+
+    items: tuple[float, ...]
+    per_item: tuple[float, ...]        # re-measured values where flagged
+    flagged: tuple[float, ...]         # items flagged at first
+    persistent: tuple[float, ...]      # items still next to a jump after re-measuring
+    remeasured: bool
+
+    def trusted(self, item: float) -> bool:
+        """False for a point that jumps against its neighbours and was never re-measured."""
+        return self.remeasured or item not in self.flagged
+
+    def note(self) -> str:
+        """One sentence on what the check found (empty when nothing jumped)."""
+        if not self.flagged:
+            return ""
+        f = ", ".join(f"{x:,.0f}" for x in self.flagged)
+        if not self.remeasured:
+            return f"points {f} jump several-fold against their neighbours and were not re-measured"
+        if not self.persistent:
+            return f"points {f} jumped several-fold; re-measured, the jumps went away (they were noise)"
+        return (f"points {f} jumped several-fold; re-measured, {', '.join(f'{x:,.0f}' for x in self.persistent)} "
+                "still do (a real effect, or a machine busy with something else)")
+
+
+def recheck(items: Sequence[float], per_item: Sequence[float], measure: Callable[[float], float] | None,
+            *, rounds: int = 3, factor: float = JUMP) -> SweepCheck:
+    """Flag jumps, re-measure each flagged point `rounds` times with measure(item) -> per-item time
+    (median kept), and flag again; measure=None (a stored sweep) re-measures nothing."""
+    values = list(per_item)
+    first = sweep_jumps(items, values, factor)
+    if measure is not None:
+        for i in first:
+            values[i] = float(np.median([measure(items[i]) for _ in range(rounds)]))
+    last = sweep_jumps(items, values, factor) if measure is not None else first
+    return SweepCheck(tuple(items), tuple(values), tuple(items[i] for i in first),
+                      tuple(items[i] for i in last), measure is not None)
+
+
 def figure_problems(fig: Figure, renderer: Any = None) -> list[str]:
     """Every problem a reader would notice in `fig` (drawn first when no renderer is given)."""
     if renderer is None:
@@ -216,7 +314,7 @@ def figure_problems(fig: Figure, renderer: Any = None) -> list[str]:
         get = getattr(fig.canvas, "get_renderer", None)
         renderer = get() if get else fig._get_renderer()  # a Figure() made without pyplot has a bare canvas
     return (_label_problems(fig) + _overlap_problems(fig, renderer) + _legend_problems(fig, renderer)
-            + _zoom_problems(fig))
+            + _zoom_problems(fig) + _drawn_roof_problems(fig))
 
 
 # ---- make notebooks: check every figure a notebook draws ----------------------------------------

@@ -8,8 +8,13 @@ A notebook never writes a measured outcome into its markdown. It asks for the se
 
 prints ``INT8 GEMM runs at 1.23× the BF16 rate: faster. (stored reference: NVIDIA H200, 2026-11-30)``
 without a GPU, and the same sentence with this run's number (``measured here``) on one.
-``get(name)`` gives one value with where it came from; ``ratio_sentence`` is the common
-"A is r× B here: faster/slower" case. Missing numbers give a sentence that says they are missing.
+``get(name)`` gives one value with where it came from (and its spread, when the record stores one,
+see ``helpers.spread``); ``ratio_sentence`` is the common "A is r× B here: faster/slower" case.
+Missing numbers give a sentence that says they are missing.
+
+Noise: a verdict never calls a difference a finding when it lies inside the measured spread. The
+verdicts below read the spreads that ``sentence`` hands them (``Values.spreads``) and then say
+``NOT_RESOLVED`` ("not resolved at this noise", 中文 ``NOT_RESOLVED_ZH``) instead of faster/slower.
 
 Serves: core — used by chapters 1–11.
 """
@@ -20,10 +25,21 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from helpers.errors import InputError
+from helpers.spread import Spread, of_record
 
 HERE = "here"
 DEFAULT_SOURCES = (HERE, "h200", "cpu")
+NOT_RESOLVED = "not resolved at this noise"
+NOT_RESOLVED_ZH = "在此噪声下无法分辨"
 Verdict = Callable[[Mapping[str, float]], str]
+
+
+class Values(dict):
+    """The values a verdict is given ({key: value}), with their spreads where the records store one."""
+
+    def __init__(self, values: Mapping[str, float], spreads: Mapping[str, Spread | None] | None = None):
+        super().__init__(values)
+        self.spreads: dict[str, Spread] = {k: s for k, s in (spreads or {}).items() if s is not None}
 
 
 @dataclass(frozen=True)
@@ -36,6 +52,7 @@ class Measured:
     source: str
     device: str
     date: str
+    spread: Spread | None = None
 
     @property
     def stored(self) -> bool:
@@ -63,7 +80,7 @@ def get(name: str, sources: Sequence[str] = DEFAULT_SOURCES) -> Measured | None:
         else:
             raise InputError(f"sources must be among {HERE!r}, {', '.join(map(repr, reference.SOURCES))}; got {src!r}.")
         if rec is not None:
-            return Measured(name, rec.value, rec.unit, src, rec.device, rec.date)
+            return Measured(name, rec.value, rec.unit, src, rec.device, rec.date, of_record(rec))
     return None
 
 
@@ -91,7 +108,8 @@ def sentence(template: str, names: Mapping[str, str], verdict: Verdict | None = 
     if absent:
         return missing or (f"Not measured here, and no stored run holds {', '.join(absent)} yet: "
                            "nothing to conclude.")
-    values = {k: m.value for k, m in found.items() if m is not None}
+    values = Values({k: m.value for k, m in found.items() if m is not None},
+                    {k: m.spread for k, m in found.items() if m is not None})
     text = template.format(**values, verdict=verdict(values) if verdict else "")
     return f"{text} {_provenance({k: m for k, m in found.items() if m is not None})}"
 
@@ -104,9 +122,20 @@ def say(template: str, names: Mapping[str, str], verdict: Verdict | None = None,
     return text
 
 
+def resolved(x: float, y: float, spread: Spread | None) -> bool:
+    """False when y lies inside x's measured spread: the difference x − y is noise, not a finding."""
+    return spread is None or not spread.contains(y)
+
+
 def compare(x: float, y: float = 1.0, *, above: str, below: str, same: str = "about the same",
-            tolerance: float = 0.03) -> str:
-    """`above` when x > y·(1+tolerance), `below` when x < y·(1−tolerance), else `same`."""
+            tolerance: float = 0.03, spread: Spread | None = None, unresolved: str = NOT_RESOLVED) -> str:
+    """`above` when x > y·(1+tolerance), `below` when x < y·(1−tolerance), else `same`.
+
+    With x's `spread` given, a y inside it gives `unresolved` ("not resolved at this noise") whatever
+    the tolerance says: a difference inside the noise is never printed as a finding.
+    """
+    if not resolved(x, y, spread):
+        return unresolved
     if x > y * (1 + tolerance):
         return above
     if x < y * (1 - tolerance):
@@ -116,12 +145,47 @@ def compare(x: float, y: float = 1.0, *, above: str, below: str, same: str = "ab
 
 def faster_slower(key: str, tolerance: float = 0.03) -> Verdict:
     """A verdict for a speed ratio named `key` (>1 is faster): 'faster', 'slower' or 'about as fast'."""
-    return lambda v: compare(v[key], above="faster", below="slower", same="about as fast", tolerance=tolerance)
+    return lambda v: compare(v[key], above="faster", below="slower", same="about as fast", tolerance=tolerance,
+                             spread=spread_of(v, key))
+
+
+def spread_of(values: Mapping[str, float], key: str) -> Spread | None:
+    """The spread ``sentence`` handed a verdict for `key` (None when its record stores none)."""
+    return getattr(values, "spreads", {}).get(key)
+
+
+def differs(key_a: str, key_b: str, *, above: str, below: str, same: str = "about the same",
+            tolerance: float = 0.0) -> Verdict:
+    """A verdict comparing two measured values: `above`/`below`, or NOT_RESOLVED when their spreads overlap."""
+    def verdict(v: Mapping[str, float]) -> str:
+        a, b = spread_of(v, key_a), spread_of(v, key_b)
+        if a is not None and b is not None and a.overlaps(b):
+            return NOT_RESOLVED
+        return compare(v[key_a], v[key_b], above=above, below=below, same=same, tolerance=tolerance,
+                       spread=a if b is None else None)
+    return verdict
+
+
+def noise_note(m: Measured | None, lang: str = "en") -> str:
+    """'± 0.4 % (bootstrap 95 % over 192 windows)' style text for a measurement, '' when it has no spread."""
+    if m is None or m.spread is None:
+        return ""
+    s = m.spread
+    return (f"{s.lo:.4g}..{s.hi:.4g}, {s.method}" if lang == "en"
+            else f"区间 {s.lo:.4g}..{s.hi:.4g}（{s.method}）")
 
 
 def threshold(key: str, limit: float, *, above: str, below: str) -> Verdict:
-    """A verdict that says `above` when the value of `key` is at least `limit`, else `below`."""
-    return lambda v: above if v[key] >= limit else below
+    """A verdict that says `above` when the value of `key` is at least `limit`, else `below`.
+
+    When the record's spread straddles `limit`, the verdict is NOT_RESOLVED instead.
+    """
+    def verdict(v: Mapping[str, float]) -> str:
+        s = spread_of(v, key)
+        if s is not None and s.contains(limit):
+            return NOT_RESOLVED
+        return above if v[key] >= limit else below
+    return verdict
 
 
 def against_target(name: str, subject: str, sources: Sequence[str] = DEFAULT_SOURCES) -> str:

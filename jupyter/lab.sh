@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# How the course starts JupyterLab. `make lab` runs this file, and so do tests/test_lab_server.py
-# and tests/test_browser.py, which add only --no-browser, an address, a port and a token.
+# How the course starts JupyterLab. `make lab` runs this file, and so do tests/course/test_lab_server.py
+# and tests/course/test_browser.py, which add only --no-browser, an address, a port and a token.
 #   - the server's root is the repository: every chapter (notebooks/) and lab (labs/) is in its
 #     file browser;
 #   - the start notebook opens first;

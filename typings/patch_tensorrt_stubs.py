@@ -12,7 +12,7 @@ self-contained (`tensorrt/__init__.pyi` re-exports `tensorrt/tensorrt.pyi`).
 TensorRT-RTX publishes no stubs. `--rtx` writes typings/tensorrt_rtx_bindings/ with mypy's
 stubgen from the real module (pip install tensorrt-rtx, or PYTHONPATH=/tmp/rtx on the GPU
 machine), applies the same `add_scale_nd` fix and declares IHostMemory's buffer protocol. The
-result is committed, so that mypy checks helpers.deploy.trt_protocol.TrtModule against
+result is committed, so that mypy checks helpers.plugins.trt_protocol.TrtModule against
 TensorRT-RTX's real signatures on every machine.
 """
 

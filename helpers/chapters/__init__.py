@@ -5,7 +5,7 @@ runs: benchmarks that record its measurements, its figures, its demonstrations. 
 in the core packages beside this one (``kernels``, ``quant``, ``models``, ``perf``, ``model_quant``,
 ``deploy``) and never imports from here; a chapter may build on an earlier chapter's experiments.
 Each chapter package's docstring lists the core modules its notebook uses as well.
-``tests/test_layout.py`` enforces the direction.
+``tests/tools/test_layout.py`` enforces the direction.
 
 Serves: the chapter map (every chapter).
 """

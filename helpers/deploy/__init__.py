@@ -4,8 +4,9 @@
 - ``export``: FP32 and Q/DQ ONNX export (opset 17, dynamic batch).
 - ``qdq_check``: does a Q/DQ graph match what TensorRT's explicit quantization expects?
 - ``base``, ``ort_backend``, ``tensorrt_backend``, ``torch_int8``, ``triton_int8``: backends behind one interface.
-- ``trt_family``, ``trt_protocol``, ``trt_layers``: TensorRT 10/11 or TensorRT-RTX, whichever is installed
-  (finding the module, the typed protocol both satisfy, per-layer precisions).
+- ``registry``: the one table of those backends (the CLI's choices, chapter 9's ``deploy_all``, the environment
+  probe and the tests read it). The libraries' own quirks (ONNX Runtime's, the TensorRT family's:
+  ``trt_family``, ``trt_protocol``, ``trt_layers``) live in ``helpers.plugins``.
 - ``parity``: accuracy parity and latency against the PyTorch fake-quant model.
 - ``python -m helpers.deploy``: the same from a shell.
 

@@ -1,14 +1,16 @@
 """Deploy a model from a shell, as the chapter 9 notebook does.
 
-    python -m helpers.deploy export MODEL OUT.onnx --shape 3,224,224 [--int8]
+    python -m helpers.deploy export MODEL OUT.onnx --shape 3,224,224 [--int8] [--force]
     python -m helpers.deploy check  MODEL.onnx [--rows]
-    python -m helpers.deploy build  MODEL.onnx --backend ort|tensorrt [--out PATH]
+    python -m helpers.deploy build  MODEL.onnx --backend ort|tensorrt [--out PATH] [--force]
     python -m helpers.deploy bench  MODEL.onnx [--backend ort|tensorrt] [--batch 1,32] [--input-name NAME]
 
 MODEL for export: resnet18, resnet50, a name known to helpers.models.train.trained_model
 (e.g. trained:resnet_small), or a file saved with torch.save(model).
 Bad input (a missing, empty, cut-off or non-ONNX file, a folder, a wrong shape) is one line on stderr
 and exit status 2; add --debug for the Python traceback.
+export and build never replace a file they did not write (unless --force), nor write into the course's own
+folders or a repository's top folder; they write beside and rename (helpers.cli's output contract).
 
 Serves: core — chapter 9 and lab08 (`python -m helpers.deploy`).
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,10 +27,13 @@ from pathlib import Path
 import numpy as np
 
 from helpers import cli
+from helpers.deploy import registry
 from helpers.errors import InputError
 from helpers.validation import require_finite
 
 PROG = "python -m helpers.deploy"
+EXPORT, BUILD = f"{PROG} export", f"{PROG} build"  # the commands that write, as their output markers name them
+INSTEAD = "another output name with --out"  # what a refusal of `build`'s output tells the user to pass
 
 
 def _shape(text: str) -> tuple[int, ...]:
@@ -48,6 +54,24 @@ def _batches(text: str) -> list[int]:
     return list(_shape(text))
 
 
+def model_file(spec: str) -> Path | None:
+    """The file a MODEL names (checked: it exists, is a file, is not empty), or None for a model name."""
+    if spec in ("resnet18", "resnet50") or spec.startswith("trained:"):
+        return None
+    path = Path(spec)
+    save = "Save the whole model with torch.save(model, path), or pass resnet18, resnet50 or trained:NAME."
+    if path.is_dir():
+        raise InputError(f"{path} is a folder, not a model file. {save}")
+    if not path.is_file():
+        raise InputError(
+            f"no model file {path} (and it is not resnet18, resnet50 or trained:NAME). "
+            "Save one with torch.save(model, path), or check the spelling."
+        )
+    if path.stat().st_size == 0:
+        raise InputError(f"{path} is empty (0 bytes). {save}")
+    return path
+
+
 def load_model(spec: str):
     """A torch model from a name or a torch.save file."""
     import torch
@@ -60,17 +84,8 @@ def load_model(spec: str):
         from helpers.models.train import trained_model
 
         return trained_model(spec.split(":", 1)[1], progress=False)
-    path = Path(spec)
+    path = model_file(spec)
     save = "Save the whole model with torch.save(model, path), or pass resnet18, resnet50 or trained:NAME."
-    if path.is_dir():
-        raise InputError(f"{path} is a folder, not a model file. {save}")
-    if not path.is_file():
-        raise InputError(
-            f"no model file {path} (and it is not resnet18, resnet50 or trained:NAME). "
-            "Save one with torch.save(model, path), or check the spelling."
-        )
-    if path.stat().st_size == 0:
-        raise InputError(f"{path} is empty (0 bytes). {save}")
     try:
         obj = torch.load(path, weights_only=False, map_location="cpu")
     except Exception as exc:  # noqa: BLE001 - pickle and zip raise many kinds for a file that is not a model
@@ -135,7 +150,10 @@ def cmd_export(a: argparse.Namespace) -> int:
     from helpers.deploy.export import export_onnx, export_qdq, op_counts
     from helpers.deploy.qdq_model import fake_quant_copy
 
-    _onnx_out(a.out, a.model)
+    out = _onnx_out(a.out, a.model)
+    source = model_file(a.model)  # a bad MODEL file is named first; then the output is checked, before any work
+    writing = dict(force=a.force, inputs=[source] if source else [], instead="another OUT.onnx")
+    cli.check_output_file(out, EXPORT, **writing)
     model = load_model(a.model).eval()
     example = torch.zeros(1, *a.shape)
     try:
@@ -145,11 +163,12 @@ def cmd_export(a: argparse.Namespace) -> int:
             f"the model does not accept inputs of shape (batch, {', '.join(map(str, a.shape))}): "
             f"{type(exc).__name__}: {exc}. Pass its sample shape with --shape."
         ) from None
-    if a.int8:
-        calib = [torch.from_numpy(b) for b in _calib(a.shape, a.calib)]
-        out = export_qdq(fake_quant_copy(model, calib), example, a.out)
-    else:
-        out = export_onnx(model, example, a.out)
+    calib = [torch.from_numpy(b) for b in _calib(a.shape, a.calib)] if a.int8 else []
+    with cli.replacing(out, EXPORT, **writing) as tmp:  # written beside, then renamed over OUT
+        if a.int8:
+            export_qdq(fake_quant_copy(model, calib), example, tmp)
+        else:
+            export_onnx(model, example, tmp)
     print(f"wrote {out}: {dict(op_counts(out))}")
     return 0
 
@@ -176,46 +195,61 @@ def cmd_build(a: argparse.Namespace) -> int:
     from helpers.deploy.export import load_onnx
 
     src = Path(a.onnx)
-    model = load_onnx(src)
-    if a.out is not None and a.backend == "ort":
+    if a.out is not None and registry.get(a.backend).output == "onnx":
         _onnx_out(a.out, a.onnx)
     elif a.out is not None and Path(a.out).is_dir():
         raise InputError(f"the output {a.out} is a folder. Pass a file name for the engine.")
-    if a.backend == "tensorrt":
-        from helpers.deploy import trt_family
-        from helpers.deploy.tensorrt_backend import build_engine, load_tensorrt
-
-        load_tensorrt()
-        print(trt_family.describe())
-        out = build_engine(
-            src, a.out or src.with_suffix(".engine"), timing_cache=src.with_suffix(".timing")
-        )
+    tensorrt = registry.get(a.backend).output == "engine"
+    default = src.with_suffix(".engine") if tensorrt else src.with_name(src.stem + "_int8.onnx")
+    out, writing = Path(a.out) if a.out else default, dict(force=a.force, inputs=[src], instead=INSTEAD)
+    cli.check_output_file(out, BUILD, **writing)  # before any work: a file it did not write stays, unless --force
+    model = load_onnx(src)
+    if tensorrt:
+        _build_engine(src, out, writing)
     else:
         from helpers.deploy.ort_backend import quantize_static_qdq
 
         shape = tuple(d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim[1:])
         if not a.calib and (not shape or min(shape) < 1):
             raise InputError(f"{src}'s input has no fixed sample shape ({shape}); pass --calib samples.npy.")
-        with _onnxruntime_errors(a.onnx):
-            out = quantize_static_qdq(
-                src, a.out or src.with_name(src.stem + "_int8.onnx"), _calib(shape, a.calib)
-            )
+        calib = _calib(shape, a.calib)
+        with _onnxruntime_errors(a.onnx), cli.replacing(out, BUILD, **writing) as tmp:
+            quantize_static_qdq(src, tmp, calib)
     print(f"wrote {out}")
     return 0
+
+
+def _build_engine(src: Path, out: Path, writing: dict) -> None:
+    """A TensorRT engine at `out`, and full TensorRT's timing cache beside `src`, each written beside and renamed."""
+    from helpers.plugins import trt_family
+    from helpers.deploy.tensorrt_backend import build_engine, load_tensorrt
+
+    fam = trt_family.find()
+    timing = src.with_suffix(".timing") if fam is not None and trt_family.uses_timing_cache(fam) else None
+    if timing is not None:
+        cli.check_output_file(timing, BUILD, **writing)
+    load_tensorrt()
+    print(trt_family.describe())
+    with contextlib.ExitStack() as stack:
+        engine = stack.enter_context(cli.replacing(out, BUILD, **writing))
+        cache = None if timing is None else stack.enter_context(cli.replacing(timing, BUILD, **writing))
+        if timing is not None and timing.is_file():
+            shutil.copyfile(timing, cache)  # the cache grows run after run: start from the one this command wrote
+        build_engine(src, engine, timing_cache=cache)
 
 
 def cmd_bench(a: argparse.Namespace) -> int:
     """Latency and throughput at each batch size."""
     from helpers.tables import to_text
 
-    if a.backend == "tensorrt":
+    if registry.get(a.backend).output == "engine":
         from helpers.deploy.tensorrt_backend import TensorRTBackend, load_tensorrt
 
         src = Path(a.onnx)
         if src.is_dir() or (src.is_file() and src.stat().st_size == 0):
             raise InputError(f"{src} is a folder or an empty file, not an engine. Build one: {PROG} build ...")
 
-        from helpers.deploy import trt_family
+        from helpers.plugins import trt_family
 
         load_tensorrt()
         print(trt_family.describe())
@@ -257,6 +291,7 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--shape", type=_shape, required=True, help="one sample's shape, e.g. 3,224,224")
     e.add_argument("--int8", action="store_true", help="insert calibrated Q/DQ (TensorRT style)")
     e.add_argument("--calib", help=".npy file of calibration samples (default: random normal)")
+    e.add_argument("--force", action="store_true", help="replace OUT even if this command did not write it")
     e.set_defaults(fn=cmd_export)
     c = sub.add_parser("check", help="validate a Q/DQ ONNX for TensorRT explicit quantization")
     c.add_argument("onnx")
@@ -266,13 +301,14 @@ def parser() -> argparse.ArgumentParser:
         "build", help="build a deployable model: ORT INT8 (default) or a TensorRT engine"
     )
     b.add_argument("onnx")
-    b.add_argument("--backend", choices=("ort", "tensorrt"), default="ort")
-    b.add_argument("--out")
+    b.add_argument("--backend", choices=registry.cli_names(), default="ort")
+    b.add_argument("--out", help="the file to write (default: beside MODEL, as NAME_int8.onnx or NAME.engine)")
     b.add_argument("--calib", help=".npy file of calibration samples (default: random normal)")
+    b.add_argument("--force", action="store_true", help="replace the output even if this command did not write it")
     b.set_defaults(fn=cmd_build)
     r = sub.add_parser("bench", help="latency p50/p99 and throughput over batch sizes")
     r.add_argument("onnx", help="an .onnx file (ort) or an .engine file (tensorrt)")
-    r.add_argument("--backend", choices=("ort", "tensorrt"), default="ort")
+    r.add_argument("--backend", choices=registry.cli_names(), default="ort")
     r.add_argument("--batch", type=_batches, default=[1, 32])
     r.add_argument("--shape", type=_shape, help="one sample's shape (default: the model's)")
     r.add_argument("--input-name", help="the model input to feed (checked against the model)")

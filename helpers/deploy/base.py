@@ -8,8 +8,9 @@ from __future__ import annotations
 import abc
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -84,6 +85,19 @@ class Backend(abc.ABC):
         return out
 
 
+@dataclass
+class DeployJob:
+    """What every backend of ``deploy_all`` starts from: the model, its fake-quant copy, the ONNX exports."""
+
+    model: Any  # the trained FP32 torch model
+    fake_quant: Any  # its calibrated Q/DQ fake-quant copy (helpers.deploy.qdq_model), the parity reference
+    calib: list[Any]  # calibration batches (torch tensors)
+    work: Path  # the folder to write into
+    fp32_onnx: Path  # the FP32 export
+    qdq_onnx: Path  # the TensorRT-style Q/DQ export
+    paths: dict[str, Path] = field(default_factory=dict)  # the files each deployment runs, by its label
+
+
 def require_export(path: str | os.PathLike) -> Path:
     """The path of an exported model, or InputError saying how to make it."""
     p = Path(path)
@@ -108,7 +122,7 @@ def require_input(x: np.ndarray, sample_shape: Sequence[int | None], name: str) 
 
 def _tensorrt_rows(cc: tuple[int, int] | None) -> list[dict]:
     """The TensorRT 10/11 and TensorRT-RTX rows of what_runs_here (cc: the GPU's compute capability, None without one)."""
-    from helpers.deploy import trt_family
+    from helpers.plugins import trt_family
 
     full, rtx = trt_family.find(trt_family.TENSORRT), trt_family.find(trt_family.TENSORRT_RTX)
     rtx_runs = bool(rtx and cc and trt_family.runs_on(rtx, cc))
@@ -133,11 +147,11 @@ def _tensorrt_rows(cc: tuple[int, int] | None) -> list[dict]:
 def what_runs_here() -> list[dict]:
     """Each backend of this chapter: does it run on this machine, and if not, what was checked instead."""
     from helpers.device import has_gpu
-    from helpers.errors import optional_package
+    from helpers.plugins import ort_compat, present
 
-    ort = optional_package("onnxruntime")
-    providers = ort.get_available_providers() if ort else []
-    torch = optional_package("torch")
+    ort = present("onnxruntime")
+    providers = ort_compat.providers(ort) if ort else []
+    torch = present("torch")
     cuda = bool(torch and torch.cuda.is_available())
     cc = torch.cuda.get_device_capability() if cuda else (0, 0)
     gpu = has_gpu()

@@ -140,7 +140,7 @@ def require_qdq(path: str | os.PathLike) -> Counter:
     if not all(counts.get(op, 0) for op in QDQ_OPS):
         raise InputError(
             f"{path} has no QuantizeLinear/DequantizeLinear nodes (ops: {dict(counts)}). "
-            "A pytorch-quantization model must be exported inside helpers.model_quant.pq_compat.export_mode() "
+            "A pytorch-quantization model must be exported inside helpers.plugins.pq_compat.export_mode() "
             "(use_fb_fake_quant=True), "
             "otherwise the quantizers become Round/Clip; a plain model needs insert_qdq() first."
         )
@@ -150,7 +150,7 @@ def require_qdq(path: str | os.PathLike) -> Counter:
 def export_qdq(model: nn.Module, example: torch.Tensor, path: str | os.PathLike, **kwargs) -> Path:
     """Export a fake-quantized model (insert_qdq or pytorch-quantization) as Q/DQ ONNX, checked."""
     if any(type(m).__module__.startswith("pytorch_quantization") for m in model.modules()):
-        from helpers.model_quant.pq_compat import export_mode
+        from helpers.plugins.pq_compat import export_mode
 
         with export_mode():  # TensorQuantizer.use_fb_fake_quant = True: Q/DQ, not Round/Clip
             out = export_onnx(model, example, path, **kwargs)

@@ -18,8 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from helpers.deploy.base import Backend, require_export, require_input
-from helpers.errors import InputError, require_package
+from helpers.deploy.base import Backend, DeployJob, require_export, require_input
+from helpers.errors import InputError
+from helpers.plugins import ort_compat
 
 GPU_PROVIDERS = ("TensorrtExecutionProvider", "CUDAExecutionProvider")
 # Op types ONNX Runtime runs after its optimizer: integer kernels, float compute kernels, Q/DQ left over.
@@ -31,8 +32,7 @@ QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
 
 def available_providers() -> list[str]:
     """ONNX Runtime's execution providers installed here."""
-    ort = require_package("onnxruntime", "pip install onnxruntime")
-    return [p for p in ort.get_available_providers() if p != "AzureExecutionProvider"]
+    return ort_compat.providers()
 
 
 class OrtBackend(Backend):
@@ -49,7 +49,7 @@ class OrtBackend(Backend):
         threads: int | None = None,
         opt_level: str = "all",
     ):
-        ort = require_package("onnxruntime", "pip install onnxruntime")
+        ort = ort_compat.onnxruntime()
         self.path = require_export(path)
         wanted = {
             "cpu": ["CPUExecutionProvider"],
@@ -131,25 +131,20 @@ def quantize_static_qdq(
     uint8_activations: bool = True,
 ) -> Path:
     """ONNX Runtime's own static INT8 (Q/DQ, per-channel weights; uint8 activations by default)."""
-    q = require_package("onnxruntime.quantization", "pip install onnxruntime")
+    q = ort_compat.quantization()
     src = require_export(fp32_path)
     batches = [np.asarray(b) for b in calib_batches]
     if not batches:
         raise InputError(
             "quantize_static_qdq needs calibration batches (a few batches of real inputs)."
         )
-    import logging
-
     import onnx
 
     input_name = onnx.load(str(src), load_external_data=False).graph.input[0].name
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
 
-    root = logging.getLogger()
-    level = root.level
-    root.setLevel(logging.ERROR)  # ORT's quantizer logs a pre-processing hint on the root logger
-    try:
+    with ort_compat.quiet_root_logger():  # ORT's quantizer logs a pre-processing hint on the root logger
         q.quantize_static(
             str(src),
             str(out),
@@ -160,8 +155,6 @@ def quantize_static_qdq(
             weight_type=q.QuantType.QInt8,
             calibrate_method=q.CalibrationMethod.MinMax,
         )
-    finally:
-        root.setLevel(level)
     return out
 
 
@@ -175,7 +168,7 @@ def optimized_op_counts(path: str | os.PathLike) -> Counter:
 
     import onnx
 
-    ort = require_package("onnxruntime", "pip install onnxruntime")
+    ort = ort_compat.onnxruntime()
     src = require_export(path)
     with tempfile.TemporaryDirectory() as tmp:
         so = ort.SessionOptions()
@@ -203,3 +196,14 @@ def deploy_cpu_int8(
     """The default CPU INT8 deployment: quantize_static Q/DQ (uint8 activations), optimization ALL."""
     path = quantize_static_qdq(fp32_path, out_path, calib_batches)
     return OrtBackend(path, precision="int8", provider="cpu", threads=threads, opt_level="all")
+
+
+def deploy_variants(job: DeployJob) -> dict[str, Backend]:
+    """deploy_all's ONNX Runtime deployments: FP32, ORT's own INT8 (default CPU path), the TensorRT-style Q/DQ."""
+    int8 = job.work / "model_int8_ort.onnx"
+    job.paths.update({"ORT FP32": job.fp32_onnx, "ORT on TensorRT-style Q/DQ": job.qdq_onnx})
+    out: dict[str, Backend] = {"ORT FP32": OrtBackend(job.fp32_onnx)}
+    out["ORT INT8 (default CPU path)"] = deploy_cpu_int8(job.fp32_onnx, int8, [b.numpy() for b in job.calib])
+    job.paths["ORT INT8 (default CPU path)"] = int8
+    out["ORT on TensorRT-style Q/DQ"] = OrtBackend(job.qdq_onnx, precision="int8")
+    return out

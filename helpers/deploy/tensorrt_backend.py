@@ -4,8 +4,8 @@ Parse an ONNX file, build a strongly typed engine with a dynamic-batch optimizat
 serialize it, deserialize it and run it with explicit I/O tensors. INT8 comes only from the
 Q/DQ nodes of the ONNX graph and FP16 only from FP16 types in the model: no precision flags,
 no calibrators (TensorRT 11 and TensorRT-RTX have neither). Which module is used, and the few
-places where the two differ, live in ``helpers.deploy.trt_family``; the API both share is the
-typed Protocol ``helpers.deploy.trt_protocol.TrtModule`` (mypy-checked against both).
+places where the two differ, live in ``helpers.plugins.trt_family``; the API both share is the
+typed Protocol ``helpers.plugins.trt_protocol.TrtModule`` (mypy-checked against both).
 
 TensorRT-RTX builds engines on any machine (even without a GPU) but its runtime runs them only
 on the GPUs its runtime lists (TensorRT-RTX 1.7 says: compute capability 8.0, 8.6, 8.9, 12.x), not on Hopper.
@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from helpers.deploy import trt_family, trt_layers
+from helpers.plugins import trt_family, trt_layers
 from helpers.deploy.base import Backend, require_export, require_input
-from helpers.deploy.trt_family import Family, LogBook
-from helpers.deploy.trt_protocol import TrtDims, TrtEngine
+from helpers.plugins.trt_family import Family, LogBook
+from helpers.plugins.trt_protocol import TrtDims, TrtEngine
 from helpers.errors import InputError
 
 INSTALL = trt_family.INSTALL

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from helpers.deploy.base import Backend
+from helpers.deploy.base import Backend, DeployJob
 from helpers.deploy.qdq_model import QMAX, QDQLayer, quantizable_layers, weight_scales
 from helpers.errors import InputError
 
@@ -285,3 +285,11 @@ class TorchBackend(Backend):
         """Logits for a numpy batch."""
         out = self.call(x)()
         return out.float().cpu().numpy()
+
+
+def deploy_variants(job: DeployJob) -> dict[str, Backend]:
+    """deploy_all's PyTorch deployments: the FP32 model and its INT8 conversion (torch._int_mm)."""
+    return {
+        "PyTorch FP32": TorchBackend(job.model, "fp32"),
+        "PyTorch INT8 (torch._int_mm)": TorchBackend(to_int8(job.fake_quant, {}), "int8"),
+    }

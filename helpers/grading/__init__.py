@@ -1,10 +1,12 @@
-"""Labs and grading: exercises, the students' instant check(), hint() and ready(), lab generation and batch grading.
+"""The check engine every lab runs: exercises, the students' instant check(), hint() and ready(), the traced-kernel
+runner (``traced``) and the GPU speed checks (``kernel_perf``). The instructors' batch grader and authoring tools
+are ``helpers.grading.batch``; each lab's own code is ``helpers.labs.labNN_<topic>``.
 
-Serves: the labs (self-checks) and instructors (lab generation, batch grading).
+Serves: the labs (self-checks) and instructors (through helpers.grading.batch).
 """
 
 from helpers.grading.check import CheckFailed, Verdict, check, hint, verify
 from helpers.grading.exercise import Case, Exercise, get, register
-from helpers.grading.kit.unfinished import ready
+from helpers.grading.unfinished import ready
 
 __all__ = ["Case", "CheckFailed", "Exercise", "Verdict", "check", "get", "hint", "ready", "register", "verify"]

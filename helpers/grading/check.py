@@ -23,7 +23,7 @@ from helpers.errors import InputError
 from helpers.grading import wire
 from helpers.grading.compare import BadAnswer
 from helpers.grading.exercise import Case, Exercise, get
-from helpers.grading.kit.unfinished import is_stub
+from helpers.grading.unfinished import is_stub
 
 PASS, FAIL, TODO, ERROR = "pass", "fail", "todo", "error"
 _COURSE = str(Path(__file__).resolve().parents[1])

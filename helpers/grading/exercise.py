@@ -1,10 +1,10 @@
 """Exercises: how to call a student's function, how to compare its answer, and (in the answer key
 only) the spec that computes the expected answer and the hidden cases.
 
-Where an exercise comes from, in order: the registry; the answer key
-``helpers.grading.exercises.labNN`` (instructors only: not in the students' copy); folders named in
-$GRADING_EXERCISES (``labNN.py`` files, e.g. a test fixture); the students' visible cases
-``helpers/grading/visible/labNN.json``, which carry their expected values but no spec.
+Each lab is one package, ``helpers/labs/labNN_<topic>/``. Where an exercise comes from, in order: the
+registry; the lab's answer key ``helpers.labs.labNN_<topic>.key`` (instructors only: not in the students'
+copy); folders named in $GRADING_EXERCISES (``labNN.py`` files, e.g. a test fixture); the students'
+visible cases ``helpers/labs/labNN_<topic>/visible.json``, which carry their expected values but no spec.
 
 Serves: the labs (self-checks) and instructors (lab generation, batch grading).
 """
@@ -24,8 +24,30 @@ from helpers.errors import InputError
 from helpers.grading import wire
 
 EXTRA_VAR = "GRADING_EXERCISES"
-FOLDER = Path(__file__).resolve().parent / "visible"  # the students' copy: visible cases, no specs
-ANSWER_KEY = "helpers.grading.exercises"
+LABS = Path(__file__).resolve().parents[1] / "labs"  # one package per lab
+LABS_PACKAGE = "helpers.labs"
+KEY_MODULE = "key"  # a lab's answer key: helpers/labs/labNN_<topic>/key.py (not in the students' copy)
+VISIBLE_FILE = "visible.json"  # a lab's visible cases, with expected answers but no spec
+
+
+def lab_package(lab: str, labs: Path = LABS) -> str | None:
+    """'lab05_entropy_calibration' for 'lab05': the lab's package folder under helpers/labs, or None."""
+    if not (isinstance(lab, str) and len(lab) == 5 and lab.startswith("lab") and lab[3:].isdigit()):
+        return None
+    found = sorted(p.name for p in labs.glob(f"{lab}_*") if (p / "__init__.py").is_file())
+    return found[0] if found else None
+
+
+def answer_key_module(lab: str) -> str | None:
+    """The dotted name of a lab's answer key, e.g. 'helpers.labs.lab05_entropy_calibration.key'."""
+    pkg = lab_package(lab)
+    return f"{LABS_PACKAGE}.{pkg}.{KEY_MODULE}" if pkg else None
+
+
+def is_answer_key(module: str) -> bool:
+    """True for a lab's answer-key module (never loaded by a student's reference)."""
+    parts = module.split(".")
+    return len(parts) >= 4 and ".".join(parts[:2]) == LABS_PACKAGE and parts[3] == KEY_MODULE
 
 
 class _Missing:
@@ -132,12 +154,14 @@ def _import_file(lab: str, folder: Path) -> bool:
 
 def load_lab(lab: str) -> None:
     """Register a lab's exercises from the answer key if present, else an extra folder, else the visible cases."""
-    try:
-        importlib.import_module(f"helpers.grading.exercises.{lab}")
-        return
-    except ModuleNotFoundError as err:
-        if err.name not in (f"helpers.grading.exercises.{lab}", "helpers.grading.exercises"):
-            raise
+    key = answer_key_module(lab)
+    if key is not None:
+        try:
+            importlib.import_module(key)
+            return
+        except ModuleNotFoundError as err:
+            if err.name != key:
+                raise
     for folder in filter(None, os.environ.get(EXTRA_VAR, "").split(os.pathsep)):
         if _import_file(lab, Path(folder)):
             return
@@ -149,7 +173,7 @@ def resolve(reference: str | None) -> Callable | None:
     if reference is None:
         return None
     module, _, name = reference.partition(":")
-    if not module.startswith("helpers.") or module.startswith(ANSWER_KEY):
+    if not module.startswith("helpers.") or is_answer_key(module):
         raise InputError(f"refused to load {reference!r}: not a course function.")
     obj: Any = importlib.import_module(module)
     for part in name.split("."):
@@ -166,14 +190,19 @@ def from_record(r: dict) -> Exercise:
                     rtol=r["rtol"], atol=r["atol"], run=resolve(r["run"]), perf=resolve(r["perf"]), plot=r["plot"])
 
 
-def path_for(lab: str, folder: Path = FOLDER) -> Path:
-    """Where a lab's visible cases are stored."""
-    return folder / f"{lab}.json"
+def path_for(lab: str, labs: Path = LABS) -> Path:
+    """Where a lab's visible cases are stored: helpers/labs/labNN_<topic>/visible.json."""
+    pkg = lab_package(lab, labs)
+    if pkg is None:
+        raise InputError(f"no lab called {lab!r}: each lab is a folder helpers/labs/{lab}_<topic>/ with an __init__.py.")
+    return labs / pkg / VISIBLE_FILE
 
 
-def load(lab: str, folder: Path = FOLDER) -> None:
+def load(lab: str, labs: Path = LABS) -> None:
     """Register a lab's exercises from its stored visible cases (the students' copy)."""
-    path = path_for(lab, folder)
+    if lab_package(lab, labs) is None:
+        return
+    path = path_for(lab, labs)
     if path.is_file():
         register(*(from_record(r) for r in wire.loads(path.read_text(encoding="utf-8"))))
 

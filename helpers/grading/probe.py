@@ -29,7 +29,7 @@ def answer(fn_name: str, run_ref: str | None, case_json: str, token: str) -> Non
     from helpers.grading.check import student_frames
     from helpers.grading.compare import BadAnswer
     from helpers.grading.exercise import resolve
-    from helpers.grading.kit.unfinished import is_stub
+    from helpers.grading.unfinished import is_stub
 
     fn = (get_ipython().user_ns if get_ipython() else {}).get(fn_name)
     if fn is None:

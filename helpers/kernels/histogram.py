@@ -19,6 +19,9 @@ from numba import cuda, int32
 from helpers.errors import InputError
 from helpers.kernels import launch
 from helpers.quant.calibrators import Histogram, amax_entropy, amax_percentile
+from helpers.validation import (require_array, require_choice, require_dtype, require_finite, require_float,
+                                require_instance, require_int_range, require_ndim, require_nonempty, require_positive,
+                                require_real, require_size)
 
 MAX_BINS = 2048  # the calibrators' default: 8 KB of int32 bins in shared memory
 THREADS = 256
@@ -59,18 +62,23 @@ KERNELS = {"global": hist_global, "shared": hist_shared}
 
 def grid(n: int, threads: int = THREADS) -> tuple[int, int]:
     """(blocks, threads): enough blocks to fill every SM (2 in the simulator), grid-stride over n."""
+    n = require_size(n, "n")
+    require_int_range(threads, 1, 1024, "threads (a block runs at most 1024)")
     return launch.grid_stride_blocks(n, threads, per_thread=4), threads
 
 
 def activations(rng: np.random.Generator, n: int) -> np.ndarray:
     """Calibration-like float32 values: half of them ReLU zeros (all in bin 0), a heavy tail of outliers."""
+    if not isinstance(rng, np.random.Generator):
+        raise InputError(f"rng must be a numpy Generator, got {type(rng).__name__}; pass np.random.default_rng(0).")
+    n = require_size(n, "n")
     x = rng.standard_t(3, n).astype(np.float32)
     return np.where(rng.random(n) < 0.5, np.float32(0), x).astype(np.float32)
 
 
 def reference(x: Any, num_bins: int = MAX_BINS) -> Histogram:
     """The course's own histogram of one batch (its counts are what a kernel must produce)."""
-    if not isinstance(num_bins, (int, np.integer)) or not 1 <= num_bins <= MAX_BINS:
+    if isinstance(num_bins, bool) or not isinstance(num_bins, (int, np.integer)) or not 1 <= num_bins <= MAX_BINS:
         raise InputError(f"num_bins must be an integer in 1..{MAX_BINS} (shared memory holds {MAX_BINS} "
                          f"int32 bins), got {num_bins!r}.")
     return Histogram(int(num_bins)).collect(x)
@@ -78,15 +86,19 @@ def reference(x: Any, num_bins: int = MAX_BINS) -> Histogram:
 
 def from_counts(counts: Any, max_abs: float) -> Histogram:
     """A calibrator Histogram holding a kernel's counts over [0, max_abs], as Histogram.collect lays it out."""
-    c = np.asarray(counts).astype(np.int64).ravel()
-    if c.size == 0 or not np.isfinite(max_abs) or max_abs < 0:
-        raise InputError("from_counts needs non-empty counts and the batch's max |x| (a finite number >= 0).")
+    c = np.asarray(counts.copy_to_host() if hasattr(counts, "copy_to_host") else counts)
+    if c.ndim != 1 or c.size == 0 or c.dtype.kind not in "iu" or (c < 0).any():
+        raise InputError(f"counts must be a non-empty 1-D array of integer counts >= 0, got {c.dtype} {c.shape}; "
+                         "pass the int32 bins the kernel filled (counts.cpu().numpy() for a torch tensor).")
+    c = c.astype(np.int64)
+    max_abs = require_real(max_abs, "max_abs (the batch's max |x|)", 0.0)
     top = float(max_abs) if max_abs > 0 else 1.0
     return Histogram(c.size, counts=c, edges=np.linspace(0.0, top, c.size + 1), max_seen=float(max_abs), batches=1)
 
 
 def amaxes(hist: Histogram, percentile: float = 99.99) -> dict[str, float]:
     """The percentile and entropy calibrators' amax from one histogram."""
+    require_instance(hist, Histogram, "hist", "build it with reference(x) or from_counts(counts, max_abs).")
     return {f"percentile {percentile:g}": amax_percentile(hist, percentile), "entropy": amax_entropy(hist)}
 
 
@@ -95,11 +107,19 @@ def numba_histogram(x: Any, counts: Any, width: float, variant: str = "shared", 
 
     `kernel` (same arguments as the reference kernels) replaces the reference kernel `variant`.
     """
-    from helpers.validation import require_choice
-
     require_choice(variant, tuple(KERNELS), "variant")
+    _check_batch(x)
+    require_array(counts, "counts")
+    require_dtype(counts, ("int32",), "counts")
+    require_ndim(counts, (1,), "counts")
+    require_nonempty(counts, "counts")
     if int(counts.shape[0]) > MAX_BINS:
         raise InputError(f"at most {MAX_BINS} bins fit in shared memory, got {int(counts.shape[0])}.")
+    if not hasattr(counts, "__cuda_array_interface__") and np.asarray(counts).any():
+        raise InputError("counts must start at zero (the kernels add to them); pass np.zeros(bins, np.int32).")
+    width = require_positive(width, "width (the bin width, max |x| / bins)")
+    if kernel is not None and not hasattr(kernel, "__getitem__"):
+        raise InputError(f"kernel must be a @cuda.jit kernel taking (x, counts, width), got {type(kernel).__name__}.")
     blocks, threads = grid(int(x.shape[0]))
     kern = KERNELS[variant] if kernel is None else kernel
     kern[blocks, threads](launch.as_numba(x), launch.as_numba(counts), np.float64(width))
@@ -116,6 +136,10 @@ def measure(kernels: dict[str, Any], n: int = GPU_N, num_bins: int = MAX_BINS, r
     from helpers import bench
     from helpers.device import require_gpu
 
+    if not isinstance(kernels, dict) or not kernels or not all(hasattr(k, "__getitem__") for k in kernels.values()):
+        raise InputError("kernels must be a non-empty {name: @cuda.jit kernel} dict, e.g. {'shared': hist_shared}.")
+    n, repeats = require_size(n, "n"), require_size(repeats, "repeats")
+    require_int_range(num_bins, 1, MAX_BINS, "num_bins")
     require_gpu("Timing histogram kernels")
     x = activations(np.random.default_rng(0), n)
     ref = reference(x, num_bins)
@@ -140,3 +164,13 @@ def measure(kernels: dict[str, Any], n: int = GPU_N, num_bins: int = MAX_BINS, r
                      repeats=repeats)
     out["torch_histc"] = n / t.median_s / 1e9
     return out
+
+
+def _check_batch(x: Any) -> None:
+    """A non-empty 1-D float batch of finite activations (a GPU array's values are left to the kernel)."""
+    require_array(x, "x")
+    require_float(x, "x")
+    require_ndim(x, (1,), "x")
+    require_nonempty(x, "x")
+    if not hasattr(x, "__cuda_array_interface__"):
+        require_finite(x, "x")

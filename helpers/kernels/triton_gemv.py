@@ -5,15 +5,14 @@ time is the weight bytes divided by the memory bandwidth. 8-bit weights read hal
 4-bit a quarter (plus one FP16 scale per group). These kernels dequantize in registers: the codes go
 from memory straight into the multiply, and no dequantized copy of the weight is ever written.
 
-Kernel layout (`gemv_words`): codes are stored offset-binary (q + 128 or q + 8) in int32 words of 4 bytes
-or 8 nibbles, reordered inside blocks of 16 words so that code i of word j holds element i * 16 + j
-of its block (an INT4 block is one group of 128). The x values that meet code i of 16 neighbouring
-words are then 16 neighbouring floats: one vector load, not 16 scalar ones. A code u becomes a float
-with one OR and one subtraction: the bits 0x4B000000 | u are the float 2**23 + u. Each program
-computes BLOCK_N outputs and walks K in steps of BLOCK_K (several blocks, each INT4 block with its
-scale), keeping partial sums in registers. Optional fusions, so that a decoder layer needs few
-kernels: an RMSNorm of x (its gain folded into the weight), a residual add, and SwiGLU (gate and up
-rows in one weight, silu(gate) * up written out).
+Kernel layout (`gemv_words`): codes are stored offset-binary (q + 128 or q + 8) in int32 words of 4 bytes or
+8 nibbles, reordered inside blocks of 16 words so that code i of word j holds element i * 16 + j of its block
+(an INT4 block is one group of 128). The x values that meet code i of 16 neighbouring words are then 16
+neighbouring floats: one vector load, not 16 scalar ones. A code u becomes a float with one OR and one
+subtraction: the bits 0x4B000000 | u are the float 2**23 + u. Each program computes BLOCK_N outputs and walks
+K in steps of BLOCK_K (several blocks, each INT4 block with its scale), keeping partial sums in registers.
+Optional fusions, so that a decoder layer needs few kernels: an RMSNorm of x (its gain folded into the
+weight), a residual add, and SwiGLU (gate and up rows in one weight, silu(gate) * up written out).
 
 Serves: core — used by chapter 12.
 """
@@ -27,6 +26,9 @@ import torch
 
 from helpers.errors import InputError, NoGPUError
 from helpers.quant.weight_only import W4Weight, W8Weight, unpack_int4
+from helpers.validation import (require_choice, require_finite, require_float_tensor, require_instance,
+                                require_int_range, require_int_tensor, require_positive, require_power_of_two,
+                                require_size, require_values_in, require_vector)
 
 try:  # Triton comes with PyTorch's CUDA (Linux) wheels, not with the CPU wheel
     import triton
@@ -68,6 +70,9 @@ class GemvWeight:
 
 def gemv_words(q: torch.Tensor, bits: int) -> torch.Tensor:
     """Signed codes (N, K) in the kernel layout: int32 words (N, K * bits / 32), blocks of 16 words reordered."""
+    require_choice(bits, (8, 4), "bits")
+    require_int_tensor(q, "q", (2,), "quantize first (helpers.quant.weight_only).")
+    require_values_in(q, -(1 << bits - 1), (1 << bits - 1) - 1, "q", f"quantize to {bits} bits first.")
     per = 32 // bits
     n, k = q.shape
     if k % (per * WPB):
@@ -81,6 +86,10 @@ def gemv_words(q: torch.Tensor, bits: int) -> torch.Tensor:
 
 def codes_from_words(words: torch.Tensor, bits: int) -> torch.Tensor:
     """Undo gemv_words: the signed codes (N, K) as int16."""
+    require_choice(bits, (8, 4), "bits")
+    require_int_tensor(words, "words", (2,), "pass what gemv_words returns.")
+    if words.dtype != torch.int32 or words.shape[1] % WPB:
+        raise InputError(f"words must be int32 (N, a multiple of {WPB}) as gemv_words returns them, got {words.dtype}.")
     per = 32 // bits
     n, kw = words.shape
     b = words.contiguous().view(torch.uint8).reshape(n, kw // WPB, WPB, 4).to(torch.int16)
@@ -91,19 +100,22 @@ def codes_from_words(words: torch.Tensor, bits: int) -> torch.Tensor:
 
 def prepare_fp16(w: torch.Tensor) -> GemvWeight:
     """An FP16 weight (N, K), contiguous."""
-    return GemvWeight("fp16", w.half().contiguous(), None, w.shape[0], w.shape[1])
+    require_float_tensor(w, "w", (2,), "a 2-D float weight (N, K)")
+    require_finite(h := w.half(), "w as FP16 (|w| <= 65504)")
+    return GemvWeight("fp16", h.contiguous(), None, w.shape[0], w.shape[1])
 
 
 def prepare_w8(w: W8Weight) -> GemvWeight:
     """INT8 codes in the kernel layout, float32 per-channel scales."""
+    require_instance(w, W8Weight, "w", "build it with helpers.quant.weight_only.quantize_w8(weight).")
     return GemvWeight("w8", gemv_words(w.q, 8), w.scale.float().contiguous(), *w.q.shape)
 
 
 def prepare_w4(w: W4Weight) -> GemvWeight:
     """INT4 codes in the kernel layout (groups of 128), FP16 per-group scales."""
-    if w.group_size != 8 * WPB:
-        raise InputError(f"the INT4 GEMV reads groups of {8 * WPB} (one block of 16 words); got group_size="
-                         f"{w.group_size}. Quantize with quantize_w4(w, {8 * WPB}).")
+    require_instance(w, W4Weight, "w", "build it with helpers.quant.weight_only.quantize_w4(weight, 128).")
+    if w.group_size != 8 * WPB:  # one block of 16 words
+        raise InputError(f"the INT4 GEMV reads groups of 128, got group_size={w.group_size}; use quantize_w4(w, 128).")
     q = unpack_int4(w.packed)
     return GemvWeight("w4", gemv_words(q, 4), w.scale.half().contiguous(), *q.shape, w.group_size)
 
@@ -111,6 +123,7 @@ def prepare_w4(w: W4Weight) -> GemvWeight:
 def reference(x: torch.Tensor, w: GemvWeight, *, norm_eps: float | None = None,
               residual: torch.Tensor | None = None, glu: bool = False) -> torch.Tensor:
     """What the kernels compute, in float32 PyTorch on x's device (slow, exact math)."""
+    _check(x, w, norm_eps, residual, glu)
     if w.kind == "fp16":
         dense = w.data.float()
     elif w.kind == "w8":
@@ -320,39 +333,62 @@ class Config:
     stages: int = 3
     math: int = 1
 
+    def __post_init__(self) -> None:
+        """Tile sizes and warps powers of 2, stages >= 1, math 0 (convert), 1 (the 2**23 trick) or 2 (half2)."""
+        for name, high in (("block_n", 1 << 16), ("block_k", 1 << 16), ("warps", 32)):
+            require_power_of_two(getattr(self, name), name, high)
+        require_size(self.stages, "stages")
+        require_int_range(self.math, 0, 2, "math")
+
 
 def default_config(w: GemvWeight) -> Config:
     """A launch configuration for this weight (tuned on an H200; see chapter 12's benchmark)."""
+    _check_weight(w)
     math = 1 if interpreting() else 2  # the interpreter cannot run inline PTX
     block_n, warps = {"fp16": (4, 4), "w8": (2, 4), "w4": (8, 8)}[w.kind]  # fastest on an H200 at 7B shapes
     return Config(block_n=block_n, block_k=1024, warps=warps, stages=3, math=math)
 
 
-def _check(x: torch.Tensor, w: GemvWeight, cfg: Config, glu: bool, residual: torch.Tensor | None) -> int:
-    """Validate shapes and return the number of outputs."""
-    if w.kind not in KINDS:
-        raise InputError(f"weight kind must be one of {', '.join(KINDS)}, got {w.kind!r}.")
-    if x.numel() != w.k or x.dtype != torch.float16:
-        raise InputError(f"x must be one FP16 vector of K={w.k} values, got {x.dtype} {tuple(x.shape)}; "
-                         "this kernel is for batch 1 (use a GEMM for more rows).")
+def _check_weight(w: GemvWeight) -> None:
+    """A GemvWeight whose data and scales have the shapes and dtypes of its kind (metadata only: no GPU sync)."""
+    want = {"fp16": (torch.float16, (w.n, w.k), None), "w8": (torch.int32, (w.n, w.k // 4), (w.n,)),
+            "w4": (torch.int32, (w.n, w.k // 8), (w.n, w.k // 128))}.get(w.kind) if isinstance(w, GemvWeight) else None
+    if want is None or (getattr(w.data, "dtype", None), getattr(w.data, "shape", None), getattr(w.scale, "shape", None)) \
+            != want or (w.kind == "w4") != (w.group_size == 128):
+        raise InputError(f"w must be a GemvWeight in the layout of its kind ({', '.join(KINDS)}), got {type(w).__name__} "
+                         f"{getattr(w, 'kind', None)!r}; build it with prepare_fp16, prepare_w8 or prepare_w4.")
+
+
+def _check(x: torch.Tensor, w: GemvWeight, norm_eps: float | None, residual: torch.Tensor | None, glu: bool,
+           cfg: Config | None = None, out: torch.Tensor | None = None) -> int:
+    """Validate the weight, x, the fusions' arguments, the config's tiling and `out` (metadata only): N out."""
+    _check_weight(w)
+    require_vector(x, "x", w.k, torch.float16, w.data.device, "this kernel is for batch 1 (use a GEMM for more rows).")
+    if norm_eps is not None:
+        require_positive(norm_eps, "norm_eps")
+    if not isinstance(glu, bool) or (glu and w.n % 2):
+        raise InputError(f"glu must be True or False, True with an even N (gate rows, then up), got {glu!r}, N={w.n}.")
     n = w.n // 2 if glu else w.n
+    if residual is not None:
+        require_vector(residual, "residual", n, None, x.device, "pass the vector the output is added to.")
+    if out is not None:
+        require_vector(out, "out", n, torch.float16, x.device, "or leave out=None.", contiguous=True)
     step = {"fp16": 1, "w8": 64, "w4": 128}[w.kind]  # elements per block of the kernel layout
-    if w.k % step or n % cfg.block_n or cfg.block_k % step or cfg.block_k & (cfg.block_k - 1):
-        raise InputError(f"config {cfg} does not tile N={n}, K={w.k} (K and block_k must be multiples of {step}, block_k a power of 2).")
-    if residual is not None and residual.numel() != n:
-        raise InputError(f"residual must have {n} values, got {residual.numel()}.")
+    if cfg is not None and (w.k % step or n % cfg.block_n or cfg.block_k % step):
+        raise InputError(f"config {cfg} does not tile N={n}, K={w.k} (K and block_k must be multiples of {step}).")
     return n
 
 
 def gemv(x: torch.Tensor, w: GemvWeight, *, norm_eps: float | None = None, residual: torch.Tensor | None = None,
          glu: bool = False, config: Config | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
     """y = W x (FP16 out) for one FP16 vector x, with optional fused RMSNorm of x, SwiGLU and residual."""
-    cfg = config or default_config(w)
-    n = _check(x, w, cfg, glu, residual)
-    if triton is None:
+    if config is not None and not isinstance(config, Config):
+        raise InputError(f"config must be a Config, got {type(config).__name__}; e.g. Config(block_n=4, block_k=1024).")
+    cfg = config if config is not None else default_config(w)
+    n = _check(x, w, norm_eps, residual, glu, cfg, out)
+    if triton is None or not (x.is_cuda or interpreting()):
         raise NoGPUError("the Triton GEMV kernels (Triton ships with torch's CUDA wheels)")
-    if not x.is_cuda and not interpreting():
-        raise NoGPUError("the Triton GEMV kernels")
+    x, residual = x.contiguous(), None if residual is None else residual.contiguous()  # read as flat vectors
     y = out if out is not None else torch.empty(n, dtype=torch.float16, device=x.device)
     scale = w.scale if w.scale is not None else w.data
     _gemv_kernel[(n // cfg.block_n,)](

@@ -9,10 +9,12 @@ Schemes (weights (N, K); x the layer input):
     w8a8_tensor the same with one dynamic scale for the whole x
     fp8         FP8 E4M3 weights per channel and x per token
 `smooth` rescales each group of layers that read the same input before quantizing: 'smoothquant'
-(with alpha) or 'awq' (alpha searched per group). Every Linear is quantized, the output head included (in
-this small model it carries much of the prediction); the embeddings and norms stay in FP32. The
-division x / s stays explicit here; folding s into the RMSNorm gain before gives the same numbers up
-to float rounding.
+(with alpha) or 'awq' (alpha searched per group, with W4 groups of `group_size`). Bits other than 4
+outside w4a16, and alpha without SmoothQuant, are refused; QuantLinear also refuses a group size other
+than 128 for a per-channel scheme (quantize_lm lets one through: a sweep may pass one group size to all).
+Every Linear is quantized, the output head included (in this small model it carries much of the
+prediction); the embeddings and norms stay in FP32. The division x / s stays explicit here; folding s
+into the RMSNorm gain before gives the same numbers up to float rounding.
 
 Serves: core — used by chapter 12 and lab 10.
 """
@@ -29,19 +31,43 @@ from torch import nn
 from helpers.errors import InputError
 from helpers.models.tiny_lm import TinyLM
 from helpers.quant import act_quant, core, kv_cache, smoothing, weight_only
+from helpers.validation import (require_choice, require_finite, require_float_tensor, require_int_range,
+                                require_positive, require_real, require_size, require_tensor, require_values_in)
 
 SCHEMES = ("fp16", "w8a16", "w4a16", "w8a8", "w8a8_tensor", "fp8")
 SMOOTHING = (None, "smoothquant", "awq")
+GROUP_SIZE, BITS, ALPHA = 128, 4, 0.5  # the defaults: a scheme that does not use one takes only this value
+
+
+def _check_options(scheme: str, group_size: int, bits: int, uses_groups: bool) -> None:
+    """A known scheme; bits 2..4 for w4a16 only; a group size other than 128 only where groups are used."""
+    require_choice(scheme, SCHEMES, "scheme")
+    require_size(group_size, "group_size")
+    require_size(bits, "bits")
+    if scheme == "w4a16":
+        require_int_range(bits, 2, 4, "bits (w4a16 runs 2-, 3- or 4-bit groups; for 8 bits use scheme='w8a16')")
+    elif bits != BITS:
+        raise InputError(f"bits={bits} does not apply to scheme={scheme!r} (its precision is in its name); "
+                         "use scheme='w4a16' with bits=2, 3 or 4, or leave bits out.")
+    if group_size != GROUP_SIZE and not uses_groups:
+        raise InputError(f"group_size={group_size} does not apply to scheme={scheme!r} (one scale per channel); "
+                         "use scheme='w4a16' (or smooth='awq'), or leave group_size out.")
 
 
 class QuantLinear(nn.Module):
     """A bias-free Linear computed with a quantization scheme (see the module docstring)."""
 
-    def __init__(self, weight: torch.Tensor, scheme: str, group_size: int = 128,
-                 in_scale: torch.Tensor | None = None, bits: int = 4):
+    def __init__(self, weight: torch.Tensor, scheme: str, group_size: int = GROUP_SIZE,
+                 in_scale: torch.Tensor | None = None, bits: int = BITS):
         super().__init__()
-        if scheme not in SCHEMES:
-            raise InputError(f"scheme must be one of {', '.join(SCHEMES)}, got {scheme!r}.")
+        _check_options(scheme, group_size, bits, scheme == "w4a16")
+        require_float_tensor(weight, "weight", (2,), "a Linear's weight (out, in)")
+        require_finite(weight, "weight")
+        if in_scale is not None:
+            require_float_tensor(in_scale, "in_scale", (1,), f"one scale per input (K={weight.shape[1]},)")
+            if in_scale.shape[0] != weight.shape[1] or not bool(torch.isfinite(in_scale).all() & (in_scale > 0).all()):
+                raise InputError(f"in_scale must hold {weight.shape[1]} finite values > 0 (one per input), got "
+                                 f"shape {tuple(in_scale.shape)}; compute it with helpers.quant.smoothing.")
         w = weight.detach().float()
         if in_scale is not None:
             w = w * in_scale[None, :]
@@ -74,6 +100,7 @@ class QuantLinear(nn.Module):
 
 def linear_groups(model: TinyLM) -> Iterator[tuple[str, list[str]]]:
     """(name of what feeds the group, [Linear names]) for every group of Linears that read the same input."""
+    _check_model(model)
     for i in range(len(model.blocks)):
         b = f"blocks.{i}"
         yield f"{b}.norm1", [f"{b}.attn.q", f"{b}.attn.k", f"{b}.attn.v"]
@@ -86,6 +113,9 @@ def linear_groups(model: TinyLM) -> Iterator[tuple[str, list[str]]]:
 @torch.no_grad()
 def linear_inputs(model: TinyLM, windows: torch.Tensor, max_rows: int = 4096) -> dict[str, torch.Tensor]:
     """The inputs (tokens, K) each Linear of the blocks sees on calibration windows, at most max_rows each."""
+    _check_model(model)
+    _check_windows(model, windows, "windows")
+    require_size(max_rows, "max_rows")
     seen: dict[str, list[torch.Tensor]] = {}
     hooks = []
     for _, names in linear_groups(model):
@@ -104,6 +134,12 @@ def linear_inputs(model: TinyLM, windows: torch.Tensor, max_rows: int = 4096) ->
 
 def outlier_stats(inputs: dict[str, torch.Tensor]) -> list[dict]:
     """Per Linear input: the largest channel range over the median one, and where it sits."""
+    if not isinstance(inputs, dict) or not inputs:
+        raise InputError("inputs must be a non-empty {layer name: inputs (tokens, K)} dict; "
+                         "get it from linear_inputs(model, windows).")
+    for name, x in inputs.items():
+        require_float_tensor(x, f"inputs[{name!r}]", (2,), "a layer's inputs (tokens, K)")
+        require_finite(x, f"inputs[{name!r}]")
     rows = []
     for name, x in inputs.items():
         amax = x.abs().amax(dim=0)
@@ -126,13 +162,23 @@ def _group_scales(model: TinyLM, names: list[str], x: torch.Tensor, smooth: str,
 
 
 @torch.no_grad()
-def quantize_lm(model: TinyLM, scheme: str, *, group_size: int = 128, smooth: str | None = None,
-                alpha: float = 0.5, calib: torch.Tensor | None = None, bits: int = 4) -> tuple[TinyLM, dict[str, float]]:
-    """A copy of `model` with every Linear replaced by QuantLinear; also {group: α} when smoothing."""
-    if smooth not in SMOOTHING:
-        raise InputError(f"smooth must be one of {SMOOTHING}, got {smooth!r}.")
+def quantize_lm(model: TinyLM, scheme: str, *, group_size: int = GROUP_SIZE, smooth: str | None = None,
+                alpha: float = ALPHA, calib: torch.Tensor | None = None,
+                bits: int = BITS) -> tuple[TinyLM, dict[str, float]]:
+    """A copy of `model` with every Linear replaced by QuantLinear; also {group: α} when smoothing.
+
+    `calib` is read only when smoothing."""
+    _check_model(model)
+    require_choice(smooth, SMOOTHING, "smooth")
+    _check_options(scheme, group_size, bits, True)
+    alpha = require_real(alpha, "alpha", 0.0, 1.0)
+    if alpha != ALPHA and smooth != "smoothquant":
+        raise InputError(f"alpha={alpha} is used by smooth='smoothquant' only (awq searches its own); "
+                         "pass smooth='smoothquant', or leave alpha out.")
     if smooth is not None and calib is None:
         raise InputError(f"smooth={smooth!r} needs calibration windows: pass calib=... (a few training windows).")
+    if smooth is not None:
+        _check_windows(model, calib, "calib")
     inputs = linear_inputs(model, calib) if smooth is not None else {}
     out = copy.deepcopy(model).eval()
     alphas: dict[str, float] = {}
@@ -143,12 +189,15 @@ def quantize_lm(model: TinyLM, scheme: str, *, group_size: int = 128, smooth: st
         for name in names:
             parent, attr = name.rsplit(".", 1) if "." in name else ("", name)
             lin = model.get_submodule(name)
-            setattr(out.get_submodule(parent), attr, QuantLinear(lin.weight, scheme, group_size, s, bits))
+            g = group_size if scheme == "w4a16" else GROUP_SIZE
+            setattr(out.get_submodule(parent), attr, QuantLinear(lin.weight, scheme, g, s, bits))
     return out, alphas
 
 
 def with_kv_cache(model: TinyLM, kind: str) -> TinyLM:
     """A copy of `model` whose attention reads keys and values back from a `kind` cache (int8, fp8, int4)."""
+    _check_model(model)
+    require_choice(kind, tuple(kv_cache.KINDS), "kind")
     out = copy.deepcopy(model).eval()
     for block in out.blocks:
         block.attn.kv_hook = lambda t, kind=kind: kv_cache.fake_quant_kv(t, kind)
@@ -158,12 +207,31 @@ def with_kv_cache(model: TinyLM, kind: str) -> TinyLM:
 @torch.no_grad()
 def inject_outlier(model: TinyLM, block: int = 0, channel: int = 0, factor: float = 40.0) -> TinyLM:
     """The same function with an outlier channel made on purpose: norm1 gain ×factor, q/k/v column ÷factor."""
-    if not 0 <= block < len(model.blocks) or not 0 <= channel < model.cfg.d or factor <= 0:
-        raise InputError(f"block must be in 0..{len(model.blocks) - 1}, channel in 0..{model.cfg.d - 1} "
-                         f"and factor positive; got {block}, {channel}, {factor}.")
+    _check_model(model)
+    require_int_range(block, 0, len(model.blocks) - 1, "block")
+    require_int_range(channel, 0, model.cfg.d - 1, "channel")
+    factor = require_positive(factor, "factor")
     out = copy.deepcopy(model).eval()
     b = out.blocks[block]
     b.norm1.weight[channel] *= factor
     for lin in (b.attn.q, b.attn.k, b.attn.v):
         lin.weight[:, channel] /= factor
     return out
+
+
+def _check_model(model: TinyLM) -> None:
+    """A TinyLM (the only model whose layer groups this module knows)."""
+    if not isinstance(model, TinyLM):
+        raise InputError(f"model must be a TinyLM, got {type(model).__name__}; load one with "
+                         "helpers.models.lm_train (other models' Linears are grouped differently).")
+
+
+def _check_windows(model: TinyLM, windows: torch.Tensor, name: str) -> None:
+    """Token windows (batch, T + 1): integer ids of the vocabulary, 2 <= T + 1 <= ctx + 1."""
+    require_tensor(windows, name)
+    ctx = model.cfg.ctx
+    if windows.ndim != 2 or windows.is_floating_point() or windows.dtype == torch.bool \
+            or not 2 <= windows.shape[1] <= ctx + 1 or not windows.shape[0]:
+        raise InputError(f"{name} must be integer token windows (batch, T + 1) with 2 <= T + 1 <= {ctx + 1}, got "
+                         f"{windows.dtype} {tuple(windows.shape)}; take a few windows of the training tokens.")
+    require_values_in(windows, 0, model.cfg.vocab - 1, name, "pass token ids of the model's vocabulary.")

@@ -7,7 +7,7 @@ The steps a notebook shows, one function each:
 2. ``quantize_model``: replace every Conv1d/Conv2d/Linear by its ``quant_nn`` twin, explicitly
    (no global monkey-patching), with a ``QuantDescriptor`` for inputs and one for weights.
 3. ``calibrate``: run calibration batches with quantization off, then load each quantizer's amax
-   by 'max', 'entropy', 'percentile' or 'mse' (histogram methods; see ``helpers.model_quant.pq_compat``).
+   by 'max', 'entropy', 'percentile' or 'mse' (histogram methods; see ``helpers.plugins.pq_compat``).
 4. ``accuracy_table`` / ``model_size``: compare with FP32.
 
 Serves: core — used by chapters 7–11 and labs 06–09.
@@ -25,7 +25,7 @@ from tqdm.auto import tqdm
 
 from helpers.errors import InputError
 from helpers.models.train import _as_loader, evaluate, model_device
-from helpers.model_quant.pq_compat import load_calib_amax, pq, quantizers
+from helpers.plugins.pq_compat import load_calib_amax, pq, quantizers
 from helpers.validation import require_choice, require_int_range
 
 METHODS = ("max", "entropy", "percentile", "mse")

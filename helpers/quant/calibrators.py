@@ -15,6 +15,7 @@ Serves: core — used by chapters 5–11 and labs 05–09.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -264,3 +265,32 @@ def calibrate_all(batches: Any, *, percentiles: tuple[float, ...] = (99.9, 99.99
     out["mse"] = amax_mse(hist, num_bits, unsigned)
     out["entropy"] = amax_entropy(hist, num_bits, unsigned)
     return out
+
+
+# --- a running activation range (chapter 10's dynamic scales, lab 09) ---
+
+def _check_momentum(momentum: float) -> None:
+    """Momentum must be in [0, 1)."""
+    if not isinstance(momentum, (int, float)) or not 0 <= momentum < 1:
+        raise InputError(f"momentum must be a number in [0, 1), e.g. 0.9; got {momentum!r}.")
+
+
+def ema_update(running: float, batch_amax: float, momentum: float = 0.9) -> float:
+    """One correct EMA step: momentum * running + (1 - momentum) * batch_amax."""
+    _check_momentum(momentum)
+    return momentum * running + (1 - momentum) * batch_amax
+
+
+def ema_amax(batches: Iterable[np.ndarray], momentum: float = 0.9) -> np.ndarray:
+    """Running amax after each batch (the first batch initialises it), computed correctly."""
+    _check_momentum(momentum)
+    out: list[float] = []
+    for b in batches:
+        b = np.asarray(b, dtype=np.float32)
+        require_nonempty(b, "batch")
+        require_finite(b, "batch")
+        amax = float(np.abs(b).max())
+        out.append(amax if not out else ema_update(out[-1], amax, momentum))
+    if not out:
+        raise InputError("ema_amax needs at least one batch.")
+    return np.asarray(out, dtype=np.float32)

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 import torch
 
 from helpers.errors import InputError
+from helpers.validation import (require_activations, require_finite, require_float_tensor, require_nonempty,
+                                require_tensor, require_values_in)
 
 INT4_MIN, INT4_MAX = -8, 7
 
@@ -29,6 +31,11 @@ class W8Weight:
 
     q: torch.Tensor
     scale: torch.Tensor
+
+    def __post_init__(self) -> None:
+        """int8 codes (N, K) and N scales; build it with quantize_w8."""
+        _check_codes(self.q, "W8Weight.q", (torch.int8,), "quantize_w8(w)")
+        _check_scales(self.scale, (self.q.shape[0],), "W8Weight.scale", "quantize_w8(w)")
 
     def dequantize(self) -> torch.Tensor:
         """The float32 weight the integers stand for."""
@@ -48,6 +55,16 @@ class W4Weight:
     scale: torch.Tensor
     group_size: int
 
+    def __post_init__(self) -> None:
+        """uint8 bytes (N, K/2) and (N, K/group_size) scales; build it with quantize_w4."""
+        _check_codes(self.packed, "W4Weight.packed", (torch.uint8,), "quantize_w4(w, group_size)")
+        n, k = self.packed.shape[0], 2 * self.packed.shape[1]
+        if isinstance(self.group_size, bool) or not isinstance(self.group_size, int) or self.group_size < 2 \
+                or k % self.group_size:
+            raise InputError(f"W4Weight.group_size={self.group_size!r} must divide K={k}; "
+                             "build the weight with quantize_w4(w, group_size).")
+        _check_scales(self.scale, (n, k // self.group_size), "W4Weight.scale", "quantize_w4(w, group_size)")
+
     def dequantize(self) -> torch.Tensor:
         """The float32 weight the nibbles stand for."""
         q = unpack_int4(self.packed).float()
@@ -59,13 +76,26 @@ class W4Weight:
         return self.packed.numel() + 2 * self.scale.numel()
 
 
+def _check_codes(q: torch.Tensor, name: str, dtypes: tuple, fix: str) -> None:
+    """Integer codes: a 2-D torch tensor of one of `dtypes`."""
+    require_tensor(q, name)
+    if q.ndim != 2 or q.dtype not in dtypes:
+        raise InputError(f"{name} must be a 2-D {' or '.join(map(str, dtypes))} tensor, got {q.dtype} "
+                         f"{tuple(q.shape)}; build it with {fix}.")
+
+
+def _check_scales(s: torch.Tensor, shape: tuple, name: str, fix: str) -> None:
+    """Float scales of the given shape."""
+    require_tensor(s, name)
+    if tuple(s.shape) != shape or not s.is_floating_point():
+        raise InputError(f"{name} must be floating point of shape {shape}, got {s.dtype} {tuple(s.shape)}; "
+                         f"build it with {fix}.")
+
+
 def _check_weight(w: torch.Tensor) -> None:
-    """A finite, floating-point 2-D torch tensor."""
-    if not isinstance(w, torch.Tensor) or w.ndim != 2 or not w.is_floating_point():
-        raise InputError(f"w must be a 2-D floating-point torch tensor (out, in), got "
-                         f"{type(w).__name__} {tuple(getattr(w, 'shape', ()))}.")
-    if not bool(torch.isfinite(w).all()):
-        raise InputError("w holds NaN or Inf; quantize finite weights only.")
+    """A finite, non-empty, floating-point 2-D torch tensor."""
+    require_float_tensor(w, "w", (2,), "a 2-D floating-point torch tensor (out, in)")
+    require_finite(w, "w")
 
 
 def _symmetric_scale(amax: torch.Tensor, qmax: int) -> torch.Tensor:
@@ -86,7 +116,8 @@ def group_scales(w: torch.Tensor, group_size: int) -> torch.Tensor:
     """Symmetric INT4 scales (N, K / group_size): max |w| of each group along K, divided by 7."""
     _check_weight(w)
     n, k = w.shape
-    if not isinstance(group_size, int) or group_size < 2 or group_size % 2 or k % group_size:
+    if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 2 or group_size % 2 \
+            or k % group_size:
         raise InputError(f"group_size={group_size!r} must be an even divisor of K={k} (e.g. 32, 64 or 128); "
                          "groups run along the input axis.")
     return _symmetric_scale(w.abs().reshape(n, k // group_size, group_size).amax(dim=2), INT4_MAX)
@@ -102,29 +133,40 @@ def quantize_w4(w: torch.Tensor, group_size: int = 128) -> W4Weight:
 
 def pack_int4(q: torch.Tensor) -> torch.Tensor:
     """Signed INT4 values (-8..7, last axis even) two a byte, low nibble first, as uint8 (torch)."""
-    if q.dtype not in (torch.int8, torch.int16, torch.int32, torch.int64) or q.shape[-1] % 2:
-        raise InputError(f"q must be integers with an even last axis, got {q.dtype} {tuple(q.shape)}.")
-    if q.numel() and (int(q.min()) < INT4_MIN or int(q.max()) > INT4_MAX):
-        raise InputError("INT4 values must lie in -8..7; quantize with quantize_w4 "
-                         "(or bits=4 in helpers.quant.core) first.")
+    require_tensor(q, "q")
+    require_nonempty(q, "q")
+    if q.dtype not in (torch.int8, torch.int16, torch.int32, torch.int64) or q.ndim == 0 or q.shape[-1] % 2:
+        raise InputError(f"q must be integers with an even last axis, got {q.dtype} {tuple(q.shape)}; "
+                         "pad the last axis to an even length (numpy arrays: helpers.quant.fp8.pack_int4).")
+    require_values_in(q, INT4_MIN, INT4_MAX, "q", "INT4 values must lie in -8..7; quantize with quantize_w4 "
+                      "(or bits=4 in helpers.quant.core) first.")
     u = (q.to(torch.int16) & 0xF).to(torch.uint8)
     return u[..., 0::2] | (u[..., 1::2] << 4)
 
 
 def unpack_int4(packed: torch.Tensor) -> torch.Tensor:
     """Undo pack_int4: uint8 bytes back to signed INT4 values as int8."""
-    if packed.dtype != torch.uint8:
-        raise InputError(f"packed must be uint8 (the output of pack_int4), got {packed.dtype}.")
+    require_tensor(packed, "packed")
+    require_nonempty(packed, "packed")
+    if packed.dtype != torch.uint8 or packed.ndim == 0:
+        raise InputError(f"packed must be uint8 with at least one axis (the output of pack_int4), got "
+                         f"{packed.dtype} {tuple(packed.shape)}.")
     p = packed.to(torch.int16)
     out = torch.stack([p & 0xF, p >> 4], dim=-1).reshape(*packed.shape[:-1], packed.shape[-1] * 2)
     return torch.where(out > 7, out - 16, out).to(torch.int8)
 
 
 def w8a16_linear(x: torch.Tensor, w: W8Weight) -> torch.Tensor:
-    """x @ dequant(w).T in x's dtype (the reference the W8A16 kernel must match)."""
+    """x @ dequant(w).T in x's dtype (the reference the W8A16 kernel must match); a NaN in x gives NaN out."""
+    if not isinstance(w, W8Weight):
+        raise InputError(f"w must be a W8Weight, got {type(w).__name__}; build it with quantize_w8(weight).")
+    require_activations(x, w.q.shape[1])
     return (x.float() @ w.dequantize().T).to(x.dtype)
 
 
 def w4a16_linear(x: torch.Tensor, w: W4Weight) -> torch.Tensor:
-    """x @ dequant(w).T in x's dtype (the reference the W4A16 kernel must match)."""
+    """x @ dequant(w).T in x's dtype (the reference the W4A16 kernel must match); a NaN in x gives NaN out."""
+    if not isinstance(w, W4Weight):
+        raise InputError(f"w must be a W4Weight, got {type(w).__name__}; build it with quantize_w4(weight).")
+    require_activations(x, 2 * w.packed.shape[1])
     return (x.float() @ w.dequantize().T).to(x.dtype)

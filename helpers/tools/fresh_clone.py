@@ -4,6 +4,8 @@ Clones the repository (its committed files, as a student gets them) into a tempo
 `make lab` there with empty pip and uv caches (so every download counts), stops JupyterLab as soon
 as it answers, removes the clone, and saves suite.fresh_clone_to_lab_minutes (with the clone,
 install and start times in its `extra`) as a JSON list of records, the format of reference/*/results.json.
+OUT.json must be new or an earlier output of this command (helpers.cli's output contract): that is checked
+before the clone starts.
 
     --overlay Makefile jupyter/lab.sh   copy these working-tree files over the clone first
                                         (to time a change before it is committed)
@@ -36,6 +38,7 @@ from helpers import bench, cli
 from helpers.errors import InputError, WorkbookError
 
 PROG = "python -m helpers.tools.fresh_clone"
+INSTEAD = "another JSON file, e.g. artifacts/fresh_clone.json"  # what a refusal tells the user to pass
 NAME = "suite.fresh_clone_to_lab_minutes"
 REPO = Path(__file__).resolve().parents[2]
 STAMP = ".venv/.setup-done"  # the Makefile's sign that `make setup` finished
@@ -176,14 +179,15 @@ def expected_time() -> str:
 
 
 def save(timeline: Timeline, out: Path) -> bench.Record:
-    """Record the total and its parts, and write them to `out` as a JSON list of records."""
+    """Record the total and its parts, and write them to `out` as a JSON list of records (helpers.cli's contract)."""
     assert timeline.serving_s is not None
     bench.set_notebook("make lab (fresh clone)")
     rec = bench.record(NAME, timeline.serving_s / 60, "min", clone_s=round(timeline.clone_s, 1),
                        setup_s=round(timeline.setup_s or 0.0, 1),
                        lab_start_s=round(timeline.serving_s - (timeline.setup_s or 0.0), 1),
                        caches="empty pip and uv caches", **timeline.notes)
-    bench.save_records([rec], out)
+    with cli.replacing(out, PROG, force_flag=None, instead=INSTEAD) as tmp:
+        bench.save_records([rec], tmp)
     return rec
 
 
@@ -197,6 +201,7 @@ def _command(argv: list[str]) -> int:
     a = ap.parse_args(argv)
     if a.out.is_dir():
         raise InputError(f"{a.out} is a folder. Pass the JSON file to write, e.g. artifacts/fresh_clone.json.")
+    cli.check_output_file(a.out, PROG, force_flag=None, instead=INSTEAD)  # before the long clone and install
     timeline = time_fresh_clone(overlay=tuple(a.overlay), make_args=tuple(a.make), timeout_min=a.timeout_min)
     rec = save(timeline, a.out)
     print(f"{NAME} = {rec.value:.1f} min (clone {timeline.clone_s:.0f} s, make setup "

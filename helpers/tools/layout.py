@@ -5,19 +5,25 @@
 Layers: a module imports only from its own layer or earlier ones.
 
     0  foundation   top-level modules: errors, validation, device, bench, plots, tables, reference, findings,
-                    claims, figure_check, course, cli, data, session
+                    claims, figure_check, course, cli, data, session; plugins (every third-party library's
+                    quirks: they import only foundation modules and third-party packages); deploy.registry
+                    (the table of deploy backends, plain data the environment probe reads)
     1  kernels, quant      tensor-level
     2  models, perf
     3  model_quant        model-level quantization
     4  deploy
     5  chapters           chapter NN may build on chapter MM <= NN, never on a later one
-    6  tools
-    7  grading
+    6  grading            the check engine every lab runs (check, exercise, traced runs, speed checks)
+    7  labs               one package per lab (helpers/labs/labNN_<topic>/); a lab never imports another lab
+    8  tools
+    9  grading.batch      the instructors' service (batch grading, lab generation, the students' release)
+
+An entry point (a ``__main__`` module) may import anything below it and is imported by nothing.
 
 Also checked: no import cycle between modules, no module over ``MAX_LINES`` lines, and a ``Serves:``
 line in every module docstring (a chapter module's names its own chapter).
 
-Serves: tooling — `make test` (tests/test_layout.py).
+Serves: tooling — `make test` (tests/tools/test_layout.py).
 """
 
 from __future__ import annotations
@@ -29,12 +35,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-LAYERS = {"kernels": 1, "quant": 1, "models": 2, "perf": 2, "model_quant": 3, "deploy": 4,
-          "chapters": 5, "tools": 6, "grading": 7}
+LAYERS = {"plugins": 0, "deploy.registry": 0,
+          "kernels": 1, "quant": 1, "models": 2, "perf": 2, "model_quant": 3, "deploy": 4, "chapters": 5,
+          "grading": 6, "labs": 7, "tools": 8, "grading.batch": 9}
 LAYER_NAMES = {0: "foundation", 1: "tensor-level", 2: "models/perf", 3: "model_quant", 4: "deploy",
-               5: "chapters", 6: "tools", 7: "grading"}
+               5: "chapters", 6: "check engine", 7: "labs", 8: "tools", 9: "instructors"}
 MAX_LINES = 400
 CHAPTER = re.compile(r"ch(\d\d)")
+LAB = re.compile(r"lab(\d\d)")
 
 
 @dataclass(frozen=True)
@@ -80,7 +88,21 @@ def imports(root: Path = ROOT) -> list[Import]:
 def layer(module: str) -> int:
     """The layer of a dotted module name (see the module docstring)."""
     parts = module.split(".")
+    if len(parts) > 2 and ".".join(parts[1:3]) in LAYERS:
+        return LAYERS[".".join(parts[1:3])]
     return LAYERS.get(parts[1], 0) if len(parts) > 1 else 0
+
+
+def lab(module: str) -> str | None:
+    """'11' for helpers.labs.lab11_gemm_kernels.*, else None."""
+    parts = module.split(".")
+    m = LAB.match(parts[2]) if len(parts) > 2 and parts[1] == "labs" else None
+    return m.group(1) if m else None
+
+
+def entry_point(module: str) -> bool:
+    """True for a ``__main__`` module: a command, imported by nothing, so above every layer."""
+    return module.endswith(".__main__")
 
 
 def chapter(module: str) -> str | None:
@@ -91,12 +113,18 @@ def chapter(module: str) -> str | None:
 
 
 def violations(root: Path = ROOT) -> list[str]:
-    """Every import that goes up a layer, or from a chapter to a later chapter, as 'path:line: why'."""
+    """Every import that goes up a layer, from a chapter to a later chapter or from a lab to another lab,
+    as 'path:line: why'."""
     out = []
     for imp in imports(root):
         here, there = layer(imp.module), layer(imp.target)
         where = f"{imp.path.relative_to(root.parent)}:{imp.line}"
-        if there > here:
+        if entry_point(imp.module):
+            continue
+        if lab(imp.module) and lab(imp.target) and lab(imp.module) != lab(imp.target):
+            out.append(f"{where}: {imp.module} imports {imp.target}: a lab must not import another lab "
+                       f"(move what both need down to a core package or the check engine)")
+        elif there > here:
             out.append(f"{where}: {imp.module} ({LAYER_NAMES[here]}) imports {imp.target} "
                        f"({LAYER_NAMES[there]}): a lower layer must not import a higher one")
         elif here == there == 5 and (chapter(imp.target) or "") > (chapter(imp.module) or "99"):

@@ -8,7 +8,9 @@
     python -m helpers.tools.report check-tmp DIR [--allow GLOB]  (nothing left in a private TMPDIR)
 
 Writes DIR/results.json, DIR/summary.md, DIR/figures/*.png, DIR/executed/*.ipynb and DIR.tar.gz.
-DIR must be new, empty, or an earlier output of this command: a folder holding anything else is refused.
+DIR must be new, empty, or an earlier output of this command holding only the files it wrote, unchanged
+(its marker .workbook-output lists them); anything else, and a DIR.tar.gz it did not write, is refused
+before any notebook runs (helpers.cli's output contract).
 Bad input is one line on stderr and exit status 2 (add --debug for the traceback).
 
 Serves: tooling — `make gpu-report` (the reference run) and `make test` (name check).
@@ -21,7 +23,6 @@ import json
 import os
 import shutil
 import sys
-import tarfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,7 +43,7 @@ from helpers.tools.report_names import (  # noqa: F401 - re-exported: report.che
 KEY_FIGURES_MAX = 40
 CPU_FILE_PREFIXES = ("ort_cpu.", "suite.cpu_", "suite.fresh_clone")  # headline names stored in reference/cpu (MEASUREMENTS.md)
 PROG = "python -m helpers.tools.report"
-OUTPUTS = ("records.jsonl", "results.json", "summary.md", "runs.json", "figures", "executed")  # what a run writes
+INSTEAD = "a new or empty folder, e.g. --out artifacts/report"  # what a refusal tells the user to pass
 
 
 @dataclass
@@ -75,14 +76,7 @@ def tar_path(out: Path) -> Path:
 
 def check_destinations(out: Path, store: Path | None = None) -> None:
     """Refuse, before anything runs, an output folder, tarball or store folder this command did not write."""
-    if out.exists():
-        foreign = cli.foreign_entries(out, OUTPUTS)
-        if foreign:
-            raise InputError(f"--out {out} already exists and holds files this command did not write "
-                             f"({', '.join(foreign[:5])}); nothing was changed. Pass a new or empty folder.")
-    elif tar_path(out).exists():
-        raise InputError(f"{tar_path(out)} exists but {out} does not, so it is not this command's output; "
-                         "nothing was changed. Move it away or pass another --out.")
+    cli.check_output_dir(out, PROG, beside=[tar_path(out)], instead=INSTEAD)
     if store is not None and store.exists():
         if not store.is_dir():
             raise InputError(f"--store {store} is a file. Pass a reference folder such as reference/h200.")
@@ -215,13 +209,21 @@ def run(out: Path, pattern: str | None, timeout: int) -> tuple[list[bench.Record
     """Execute the notebooks and write results.json, summary.md, figures and the tar.
 
     Checks first: at least one notebook matches, `timeout` is positive, and `out` is new, empty or an
-    earlier output of this command (only then are that run's files cleared).
+    earlier output of this command holding only what it wrote (only then are that run's files cleared).
     """
     if not isinstance(timeout, int) or isinstance(timeout, bool) or timeout < 1:
         raise InputError(f"timeout must be a whole number of seconds >= 1, got {timeout!r}.")
     paths = notebooks_to_run(pattern)
     check_destinations(out)
-    cli.claim_output_dir(out, OUTPUTS, PROG)
+    with cli.output_dir(out, PROG, beside=[tar_path(out)], instead=INSTEAD):
+        records, runs = _run_into(out, paths, pattern, timeout)
+        cli.tar_beside(out, PROG)
+    return records, runs
+
+
+def _run_into(out: Path, paths: list[Path], pattern: str | None,
+              timeout: int) -> tuple[list[bench.Record], list[NotebookRun]]:
+    """Execute `paths` with their records and figures going into the claimed folder `out`; write the summaries."""
     records_file = out / "records.jsonl"
     env = {bench.RESULTS_VAR: str(records_file), "WORKBOOK_FIGURES": str(out / "figures"),
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
@@ -244,8 +246,6 @@ def run(out: Path, pattern: str | None, timeout: int) -> tuple[list[bench.Record
     bench.save_records(records, out / "results.json")
     (out / "summary.md").write_text(summary_markdown(records, runs, minutes), encoding="utf-8")
     (out / "runs.json").write_text(json.dumps([r.__dict__ for r in runs], indent=1), encoding="utf-8")
-    with tarfile.open(tar_path(out), "w:gz") as tar:
-        tar.add(out, arcname=out.name)
     return records, runs
 
 
@@ -313,7 +313,7 @@ def store_records(records_file: Path) -> Path:
     records = bench.load_records(records_file) if Path(records_file).is_file() else []
     if not records:
         raise InputError(f"{records_file} holds no records. Pass the JSON file the command wrote, e.g. "
-                         "python -m helpers.grading.loadtest --out artifacts/loadtest.json.")
+                         "python -m helpers.grading.batch.loadtest --out artifacts/loadtest.json.")
     ours = {p.stem for p in course_notebooks()}
     if any(r.notebook in ours for r in records):
         raise InputError(f"{records_file} holds notebook records: store a `make test` run with store-cpu.")

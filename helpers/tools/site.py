@@ -5,7 +5,8 @@ reference results (nothing is executed, nothing is downloaded).
 
 Each chapter page is the notebook rendered by nbconvert, followed by the stored reference results
 that notebook recorded (reference/h200 and reference/cpu), labelled with device and date.
---out must be new, empty or an earlier site: a folder holding anything else is refused, never overwritten.
+--out must be new, empty, or an earlier site holding only the files it wrote, unchanged (its marker
+.workbook-output lists them): anything else is refused before any page is rendered, never overwritten.
 
 Serves: tooling — `make site` (the static course site).
 """
@@ -25,7 +26,7 @@ from helpers.reference import ROOT, SOURCES, TARGETS_BY_NAME, load
 
 SECTIONS = (("notebooks", "Chapters"), ("labs", "Labs"))
 PROG = "python -m helpers.tools.site"
-OUTPUTS = ("index.html", *(folder for folder, _ in SECTIONS))  # what a build writes into --out
+INSTEAD = "a new or empty folder, e.g. --out artifacts/site"  # what a refusal tells the user to pass
 STYLE = ("body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem}"
          "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2rem .5rem}"
          ".missing{color:#777}")
@@ -113,14 +114,14 @@ def build(out: Path, root: Path = ROOT) -> list[Path]:
     if not all_pages:
         raise InputError(f"no notebooks under {root}/notebooks or {root}/labs to build a site from. "
                          "Run it from a checkout of the course.")
-    cli.claim_output_dir(out, OUTPUTS, PROG)
-    written = [out / "index.html"]
-    written[0].write_text(index_html(all_pages), encoding="utf-8")
-    for page in all_pages:
-        path = out / page.href
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(render(page), encoding="utf-8")
-        written.append(path)
+    with cli.output_dir(out, PROG, instead=INSTEAD):
+        written = [out / "index.html"]
+        written[0].write_text(index_html(all_pages), encoding="utf-8")
+        for page in all_pages:
+            path = out / page.href
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(render(page), encoding="utf-8")
+            written.append(path)
     return written
 
 

@@ -1,5 +1,7 @@
 """Record how long the README's test command took: python -m helpers.tools.suite_time START_EPOCH OUT.json
 
+OUT.json must be new or an earlier output of this command (helpers.cli's output contract).
+
 Serves: tooling — `make test` (records suite.cpu_test_minutes).
 """
 
@@ -14,6 +16,7 @@ from helpers.errors import InputError
 from helpers.reference import TARGETS_BY_NAME
 
 PROG = "python -m helpers.tools.suite_time"
+INSTEAD = "another JSON file, e.g. artifacts/suite_time.json"  # what a refusal tells the user to pass
 
 
 STAMP = Path(__file__).resolve().parents[2] / ".venv" / ".setup-done"  # the Makefile's sign that set-up finished
@@ -33,10 +36,12 @@ def record_suite_time(start_epoch: float, out: Path) -> float:
                          "ago). Pass $(date +%s) taken just before the suite, as `make test` does.")
     if out.is_dir():
         raise InputError(f"{out} is a folder. Pass the JSON file to write, e.g. artifacts/suite_time.json.")
+    cli.check_output_file(out, PROG, force_flag=None, instead=INSTEAD)
     bench.set_notebook("make test")
     setup_s = round(setup_seconds(start_epoch), 1)
-    bench.save_records([bench.record("suite.cpu_test_minutes", minutes, "min", setup_s=setup_s,
-                                     setup="ran in this command" if setup_s else "already done")], out)
+    with cli.replacing(out, PROG, force_flag=None, instead=INSTEAD) as tmp:
+        bench.save_records([bench.record("suite.cpu_test_minutes", minutes, "min", setup_s=setup_s,
+                                         setup="ran in this command" if setup_s else "already done")], tmp)
     return minutes
 
 

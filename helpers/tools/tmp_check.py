@@ -2,7 +2,7 @@
 
     TMPDIR=$(mktemp -d) pytest --nbval-lax ... ; python -m helpers.tools.report check-tmp "$TMPDIR"
 
-Serves: tooling — `make notebooks` (nothing left in $TMPDIR) and tests/test_bad_inputs.py.
+Serves: tooling — `make notebooks` (nothing left in $TMPDIR) and tests/course/test_bad_inputs.py.
 """
 
 from __future__ import annotations

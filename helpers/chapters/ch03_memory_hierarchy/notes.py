@@ -46,21 +46,39 @@ def _byte_stride_kernel(_: Values) -> tuple[str, str]:
             f"one 4-byte word per thread (char4 or int) uses {fixed:.0%}"), FAILS if eff < 0.5 else HOLDS
 
 
+def _ldg_zh(m: Values) -> str:
+    plain, ldg = m.get("ch03.readonly_gbs.plain"), m.get("ch03.readonly_gbs.ldg")
+    if plain is None or ldg is None:
+        return "模板计算（stencil）尚未测量"
+    return f"同一模板计算中 __ldg 的速度是普通读取的 {ldg / plain:.2f} 倍：新一代 GPU 的 L1 也缓存普通全局读取"
+
+
+def _byte_stride_zh() -> str:
+    eff = ap.efficiency(ap.warp_addresses(lambda t: 4 * t, itemsize=1), itemsize=1)
+    return f"扇区模型：每个线程读 data[idx * 4] 的 1 个字节，相隔 4 字节，只用到搬运数据的 {eff:.0%}，并非每次读取 4 字节"
+
+
 registry.register(
     registry.Claim(
         "ch03.shared_memory_size", 3, "notes 1 §1.2.3",
-        "Shared memory holds 48 KB to 164 KB.",
-        "共享内存的容量为 48 KB 到 164 KB。",
-        _shared_size, "CUDA C++ Programming Guide, technical specifications per compute capability"),
+        "Shared memory usually holds 48 KB to 164 KB.",
+        "共享内存的容量通常为 48 KB 到 164 KB。",
+        _shared_size, "CUDA C++ Programming Guide, technical specifications per compute capability",
+        baseline="the CUDA Programming Guide's per-SM figures for A100 (8.0) and H100/H200 (9.0)",
+        summary_zh=lambda m: (f"A100 每个 SM {A100_SHARED_PER_SM_KIB} KiB，H100/H200 每个 SM {HOPPER.shared_bytes // 1024} KiB："
+                              "讲义的上限已过时")),
     registry.Claim(
         "ch03.ldg_read_only_cache", 3, "notes 3 §2.2",
         "Load read-only data with the __ldg instruction to go through the read-only cache and gain bandwidth.",
         "用 __ldg 指令读取只读数据，走只读缓存，从而提高带宽。",
         _ldg, "this chapter's stencil (plain, const __restrict__, __ldg loads)",
-        ("ch03.readonly_gbs.plain", "ch03.readonly_gbs.restrict", "ch03.readonly_gbs.ldg")),
+        ("ch03.readonly_gbs.plain", "ch03.readonly_gbs.restrict", "ch03.readonly_gbs.ldg"),
+        baseline="the same stencil with plain global loads", summary_zh=_ldg_zh),
     registry.Claim(
         "ch03.byte_stride_kernel", 3, "notes 3 §5.2",
         "The 'improved' kernel coalesces by having each thread read data[idx * 4], four bytes at a time.",
         "“改进后”的核函数让每个线程读取 data[idx * 4]，并称这是合并访问、每次读取 4 个字节。",
-        _byte_stride_kernel, "the sector model of this chapter (helpers.perf.access_patterns)"),
+        _byte_stride_kernel, "the sector model of this chapter (helpers.perf.access_patterns)",
+        baseline="one 4-byte word per thread, consecutive (what 'coalesced, 4 bytes at a time' means)",
+        summary_zh=lambda m: _byte_stride_zh()),
 )

@@ -43,15 +43,34 @@ def _block_size(m: Values) -> tuple[str, str]:
     return f"copy bandwidth by block size, as a share of the best ({top} threads): {shown}", combine(parts)
 
 
+def _few_warps_zh(m: Values) -> str:
+    pts = [(o, g) for on, gn in zip(SMEM_OCC, SMEM_GBS)
+           if (o := m.get(on)) is not None and (g := m.get(gn)) is not None]
+    if not pts:
+        return "占用率扫描尚未测量"
+    occ, gbs = min(pts)
+    return f"拷贝核函数在最低占用率（{occ:.0%}）下只达到最佳带宽的 {gbs / max(g for _, g in pts):.0%}：线程束少了，在途访存就少"
+
+
+def _block_size_zh(m: Values) -> str:
+    known = {b: v for b, n in zip(BLOCK_SIZES, BLOCK_GBS) if (v := m.get(n)) is not None}
+    if not known:
+        return "线程块大小扫描尚未测量"
+    best = max(known.values())
+    return "各线程块大小的拷贝带宽占最佳值的比例：" + "，".join(f"{b}：{v / best:.0%}" for b, v in known.items())
+
+
 registry.register(
     registry.Claim(
         "ch04.two_warps_hide_latency", 4, "notes 3 §2.2",
-        "Launching at least two warps per SM is enough to hide memory latency.",
-        "每个 SM 至少启动 2 个线程束（warp）就足以隐藏访存延迟。",
-        _few_warps, "this chapter's shared-memory occupancy sweep (a copy kernel)", tuple(SMEM_OCC + SMEM_GBS)),
+        "Launch at least two warps per SM to hide latency.",
+        "每个 SM 至少启动 2 个线程束（warp）以隐藏延迟。",
+        _few_warps, "this chapter's shared-memory occupancy sweep (a copy kernel)", tuple(SMEM_OCC + SMEM_GBS),
+        baseline="the same copy kernel at full occupancy (its best bandwidth)", summary_zh=_few_warps_zh),
     registry.Claim(
         "ch04.block_size_128_256", 4, "notes 3 §2.2",
         "Blocks of 128 to 256 threads are the recommended size.",
         "线程块大小建议取 128 到 256 个线程。",
-        _block_size, "this chapter's block-size sweep (a copy kernel)", tuple(BLOCK_GBS)),
+        _block_size, "this chapter's block-size sweep (a copy kernel)", tuple(BLOCK_GBS),
+        baseline="the best block size of the same copy kernel", summary_zh=_block_size_zh),
 )

@@ -25,12 +25,21 @@ def _cover_99(m: Values) -> tuple[str, str]:
             f"{best:.1f} dB for the best calibrator: {reading}"), FAILS if too_tight else HOLDS
 
 
+def _cover_99_zh(m: Values) -> str:
+    p99, best = m.get("ch06.sqnr_db.layer4.percentile_99"), m.get("ch06.sqnr_db.layer4.best")
+    if p99 is None or best is None:
+        return "各校准器尚未比较"
+    return (f"MLP 最后一层的输入：只覆盖 99% 的范围 SQNR 为 {p99:.1f} dB，最佳校准器 {best:.1f} dB，"
+            f"{'差距超过' if best - p99 > NOTICEABLE_DB else '差距不到'} {NOTICEABLE_DB:g} dB")
+
+
 CLAIMS: tuple[registry.Claim, ...] = (
     registry.Claim(
         "ch06.cover_99", 6, "notes 3 §5.1",
         "When accuracy drops, check that the quantization range covers 99% of the activation values.",
         "精度下降时，检查量化参数的范围是否覆盖了 99% 的激活值。",
         _cover_99, "chapter 6 §3: SQNR of 8-bit fake-quantized activations per calibrator (99th percentile vs the rest)",
-        ("ch06.sqnr_db.layer4.percentile_99", "ch06.sqnr_db.layer4.best", "ch06.clipped_pct.layer4.percentile_99")),
+        ("ch06.sqnr_db.layer4.percentile_99", "ch06.sqnr_db.layer4.best", "ch06.clipped_pct.layer4.percentile_99"),
+        baseline="the best calibrator's range on the same activations (its SQNR)", summary_zh=lambda m: _cover_99_zh(m)),
 )
 registry.register(*CLAIMS)

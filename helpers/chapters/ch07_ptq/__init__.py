@@ -1,7 +1,7 @@
 """Chapter 7, post-training quantization: no experiment code of its own.
 
 Its notebook uses the core model-level package ``helpers.model_quant`` (``ptq``, ``sensitivity``,
-``diagnose``, ``modelopt_ptq``, ``pq_compat``), ``helpers.models`` and ``helpers.data``.
+``diagnose``, ``modelopt_ptq``), ``helpers.plugins.pq_compat``, ``helpers.models`` and ``helpers.data``.
 Lab: ``lab06_ptq_sensitivity``.
 
 Serves: chapter 7.

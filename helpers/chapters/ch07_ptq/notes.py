@@ -12,7 +12,7 @@ from helpers.claims import FAILS, HOLDS, NOT_MEASURED, Values
 
 def standalone_calibrator_amax() -> float | None:
     """Run the notes' recipe: a MaxCalibrator built on its own, the model run, then compute_amax()."""
-    from helpers.model_quant.pq_compat import pq
+    from helpers.plugins.pq_compat import pq
 
     calib = pq().calib.MaxCalibrator(num_bits=8, axis=(0,), unsigned=False)
     amax = calib.compute_amax()  # nothing ever called calib.collect(): the model's layers do not know it
@@ -39,6 +39,11 @@ CLAIMS: tuple[registry.Claim, ...] = (
         "训练后量化：创建 MaxCalibrator(num_bits=8, axis=(0,))，用校准数据运行模型后调用 calibrator.compute_amax()，"
         "再用 torch.save(model.state_dict()) 导出模型。",
         _recipe, "pytorch-quantization 2.1.3, run here (helpers.chapters.ch07_ptq.notes.standalone_calibrator_amax)",
-        ("ch07.notes_calibrator_has_amax",)),
+        ("ch07.notes_calibrator_has_amax",),
+        baseline="pytorch-quantization's own PTQ flow (quantizers' calibrators, load_calib_amax, ONNX export)",
+        summary_zh=lambda m: ("尚未运行 pytorch-quantization" if m.get("ch07.notes_calibrator_has_amax") is None else
+                              "单独创建的 MaxCalibrator " + ("得到了 amax" if m.get("ch07.notes_calibrator_has_amax")
+                                                          else "返回 None：它从未见过任何张量")
+                              + "；校准器属于各层的 TensorQuantizer，torch.save 保存的也不是可部署的模型")),
 )
 registry.register(*CLAIMS)

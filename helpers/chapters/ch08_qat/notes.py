@@ -12,7 +12,7 @@ from helpers.claims import FAILS, HOLDS, NOT_MEASURED, Values
 
 def notes_api_exists() -> bool:
     """Does pytorch_quantization.nn have the QuantDesc the notes pass to QuantConv2d(quant_desc=...)?"""
-    from helpers.model_quant.pq_compat import pq
+    from helpers.plugins.pq_compat import pq
 
     return hasattr(pq().nn, "QuantDesc")
 
@@ -39,6 +39,11 @@ CLAIMS: tuple[registry.Claim, ...] = (
         "量化感知训练：把层替换为 quant_nn.QuantConv2d(..., quant_desc=quant_nn.QuantDesc(num_bits=8, "
         "calib_method='histogram'))，并在训练循环中加入直通估计器。",
         _recipe, "pytorch-quantization 2.1.3, inspected here; chapter 8's QAT runs",
-        ("ch08.notes_quantdesc_exists", "ch08.w4a8.qat_delta_pts")),
+        ("ch08.notes_quantdesc_exists", "ch08.w4a8.qat_delta_pts"),
+        baseline="the installed pytorch-quantization 2.1.3 API, and chapter 8's QAT started from a calibrated model",
+        summary_zh=lambda m: ("尚未运行 pytorch-quantization" if m.get("ch08.notes_quantdesc_exists") is None else
+                              ("pytorch-quantization 有 nn.QuantDesc" if m.get("ch08.notes_quantdesc_exists") else
+                               "pytorch-quantization 没有 nn.QuantDesc，描述符是 tensor_quant.QuantDescriptor")
+                              + "；直通估计器就是伪量化算子的反向传播，训练循环无需改动")),
 )
 registry.register(*CLAIMS)

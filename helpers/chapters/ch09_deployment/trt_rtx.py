@@ -28,7 +28,7 @@ from torch import nn
 
 from helpers import bench
 from helpers.chapters.ch09_deployment.trt_rtx_view import PREFIX, PROFILE, results_from_records, show
-from helpers.deploy import trt_family, trt_layers
+from helpers.plugins import trt_family, trt_layers
 from helpers.deploy.tensorrt_backend import BuildReport, TensorRTBackend, build, parser_report
 from helpers.errors import InputError, MissingPackageError
 

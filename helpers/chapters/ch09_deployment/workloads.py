@@ -130,51 +130,42 @@ def deploy_all(
 ) -> dict[str, Any]:
     """Calibrate, export and load one trained model on every backend that runs here.
 
-    Returns the PyTorch fake-quant reference model (``fake_quant``), the backends by name
-    (PyTorch FP32, ORT FP32, ORT INT8 default, ORT on the TensorRT-style Q/DQ, PyTorch INT8),
-    the ONNX paths and their sizes on disk.
+    The backends are those of ``helpers.deploy.registry`` with a ``deploy`` function whose packages are
+    installed (today PyTorch FP32 and INT8 (torch._int_mm), ORT FP32, ORT INT8 default, ORT on the
+    TensorRT-style Q/DQ). Returns the PyTorch fake-quant reference model (``fake_quant``), the backends
+    by label, the files they run (``paths``) and their sizes on disk.
     """
     from tqdm.auto import tqdm
 
+    from helpers.deploy import registry
+    from helpers.deploy.base import DeployJob
     from helpers.deploy.export import export_onnx, export_qdq, file_mb
-    from helpers.deploy.ort_backend import OrtBackend, deploy_cpu_int8
     from helpers.deploy.qdq_model import fake_quant_copy
-    from helpers.deploy.torch_int8 import TorchBackend, to_int8
+    from helpers.device import runs_here
 
     work = Path(workdir)
     batches = list(torch.split(calib, calib_batch))
-    bar = tqdm(total=4, desc="deploy: calibrate, export, load every backend", leave=False)
+    entries = [e for e in registry.BACKENDS if e.deploy and runs_here(e)]
+    bar = tqdm(total=2 + len(entries), desc="deploy: calibrate, export, load every backend", leave=False)
     bar.set_postfix_str("calibrating the fake-quant model")
     fq = fake_quant_copy(model, batches)
     bar.update()
     bar.set_postfix_str("exporting FP32 and Q/DQ ONNX")
-    paths = {
-        "ORT FP32": export_onnx(model, example[:1], work / "model_fp32.onnx"),
-        "ORT on TensorRT-style Q/DQ": export_qdq(fq, example[:1], work / "model_int8_qdq.onnx"),
-    }
-    backends: dict[str, Any] = {
-        "PyTorch FP32": TorchBackend(model, "fp32"),
-        "ORT FP32": OrtBackend(paths["ORT FP32"]),
-    }
+    job = DeployJob(model, fq, batches, work, export_onnx(model, example[:1], work / "model_fp32.onnx"),
+                    export_qdq(fq, example[:1], work / "model_int8_qdq.onnx"))
     bar.update()
-    bar.set_postfix_str("ORT quantize_static (calibrating)")
-    backends["ORT INT8 (default CPU path)"] = deploy_cpu_int8(
-        paths["ORT FP32"], work / "model_int8_ort.onnx", [b.numpy() for b in batches]
-    )
-    paths["ORT INT8 (default CPU path)"] = work / "model_int8_ort.onnx"
-    bar.update()
-    bar.set_postfix_str("loading the INT8 backends")
-    backends["ORT on TensorRT-style Q/DQ"] = OrtBackend(
-        paths["ORT on TensorRT-style Q/DQ"], precision="int8"
-    )
-    backends["PyTorch INT8 (torch._int_mm)"] = TorchBackend(to_int8(fq, {}), "int8")
-    bar.update()
+    backends: dict[str, Any] = {}
+    for entry in entries:
+        bar.set_postfix_str(f"loading {entry.title}")
+        deploy = registry.deploy_function(entry)
+        backends.update(deploy(job) if deploy is not None else {})
+        bar.update()
     bar.close()
     return {
         "fake_quant": fq,
         "backends": backends,
-        "paths": paths,
-        "size_mb": {k: file_mb(p) for k, p in paths.items()},
+        "paths": job.paths,
+        "size_mb": {k: file_mb(p) for k, p in job.paths.items()},
     }
 
 

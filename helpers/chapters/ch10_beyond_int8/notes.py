@@ -53,7 +53,7 @@ def _nhwc(m: Values) -> tuple[str, str]:
     f, i = m.get("ch10.layout.fp16_nhwc_speedup"), m.get("ch10.layout.int8_nhwc_speedup")
     verdict = combine({"FP16 conv": _no_change(f), "INT8 1x1 conv": _no_change(i)})
     if verdict == HOLDS:
-        verdict = "the advice holds; the descriptor call does not"
+        verdict = "depends: holds for the layout advice, not for the descriptor call"
     return (f"NHWC ÷ NCHW speed: FP16 3x3 conv {fmt(f, '×')}, INT8 1x1 conv {fmt(i, '×')}. "
             "cudnnSetTensor4dDescriptorEx takes the sizes as N, C, H, W and one stride per dimension "
             "(NHWC: H·W·C, 1, W·C, C); the notes pass N, H, W, C and strides of another layout"), verdict
@@ -69,37 +69,68 @@ def _mixed(m: Values) -> tuple[str, str]:
             "layers are slower than FP16 ones here"), combine({"accuracy": acc, "INT8 faster than FP16": speed})
 
 
+def _unstructured_zh(m: Values) -> str:
+    gpu, cpu = m.get("ch10.sparsity.gpu_unstructured_speedup"), m.get("ch10.sparsity.cpu_unstructured_speedup")
+    return f"一半权重随机置零后，同一矩阵乘法在 GPU 上的速度为原来的 {fmt(gpu, '×')}（CPU 上 {fmt(cpu, '×')}）：零也照样相乘，不省时间"
+
+
+def _split_zh(m: Values) -> str:
+    b1, b2 = m.get("ch10.pipeline.split_bytes_ratio.k1"), m.get("ch10.pipeline.split_bytes_ratio.k2")
+    g1, g2 = m.get("ch10.pipeline.split_gain.k1"), m.get("ch10.pipeline.split_gain.k2")
+    gains = "尚未在 GPU 上测量" if g1 is None or g2 is None else f"{g1:+.0%} 和 {g2:+.0%}"
+    return (f"前 1 或 2 个卷积块放到 CPU 上后，每帧经 PCIe 传输的字节是不拆分时的 {fmt(b1, '×')} 和 {fmt(b2, '×')}"
+            f"（卷积增加了通道数）；端到端帧率变化 {gains}")
+
+
+def _mixed_zh(m: Values) -> str:
+    a0, a2, s0 = m.get("ch10.mixed.acc.k0"), m.get("ch10.mixed.acc.k2"), m.get("ch10.mixed.cuda.speed.k0")
+    return (f"全部 INT8 时准确率 {fmt(a0, '%')}，两层保留浮点时 {fmt(a2, '%')}；全部 INT8 的 GPU 速度是全 FP16 的 "
+            f"{fmt(s0, '×')}：eager 的 INT8 层比 FP16 层慢")
+
+
 CLAIMS: tuple[registry.Claim, ...] = (
     registry.Claim(
         "ch10.unstructured_sparsity", 10, "notes 3 §6.1",
         "Combine pruning with quantization: zero the weights below a magnitude threshold, then quantize.",
         "将权重剪枝与量化结合：把幅值低于阈值的权重置零，再进行量化。",
         _unstructured, "chapter 10 §1: the same matmul with and without half of its weights set to zero",
-        ("ch10.sparsity.cpu_unstructured_speedup", "ch10.sparsity.gpu_unstructured_speedup")),
+        ("ch10.sparsity.cpu_unstructured_speedup", "ch10.sparsity.gpu_unstructured_speedup"),
+        baseline="the same matmul with dense weights (the notes offer pruning among ways to speed inference up, "
+        "without a number)", summary_zh=_unstructured_zh),
     registry.Claim(
         "ch10.atomicadd_scale", 10, "notes 3 §6.2",
         "Update the quantization scale at run time with atomicAdd(scale, 0.9·scale + 0.1·new_scale).",
         "在运行时用 atomicAdd(scale, 0.9·scale + 0.1·new_scale) 更新量化缩放因子。",
         _atomic_add, "chapter 10 §2: both kernels on the same batches (CUDA simulator without a GPU)",
-        ("ch10.dynamic.atomicadd_in_range",)),
+        ("ch10.dynamic.atomicadd_in_range",),
+        baseline="the running average the notes describe, scale = 0.9·scale + 0.1·new_scale, computed once",
+        summary_zh=lambda m: ("两个核函数尚未运行" if m.get("ch10.dynamic.atomicadd_in_range") is None else
+                              f"用 atomicAdd 更新的缩放因子只有 {m['ch10.dynamic.atomicadd_in_range']:.0%} 的批次在正确值的 2 倍以内，"
+                              "随后发散：atomicAdd 是把参数加到旧值上，而且每个线程都加")),
     registry.Claim(
         "ch10.nhwc", 10, "notes 3 §4.1",
         "NHWC usually suits the GPU better than NCHW; set it with cudnnSetTensor4dDescriptorEx(n, h, w, c, …).",
         "NHWC 通常比 NCHW 更适合 GPU；用 cudnnSetTensor4dDescriptorEx 按 n、h、w、c 的顺序设置。",
         _nhwc, "chapter 10 §5 timings; cuDNN API reference (cudnnSetTensor4dDescriptorEx, CUDNN_TENSOR_NHWC)",
-        ("ch10.layout.fp16_nhwc_speedup", "ch10.layout.int8_nhwc_speedup")),
+        ("ch10.layout.fp16_nhwc_speedup", "ch10.layout.int8_nhwc_speedup"),
+        baseline="the same convolutions in NCHW; the cuDNN API reference for the call",
+        summary_zh=lambda m: (f"NHWC ÷ NCHW 速度：FP16 3x3 卷积 {fmt(m.get('ch10.layout.fp16_nhwc_speedup'), '×')}，"
+                              f"INT8 1x1 卷积 {fmt(m.get('ch10.layout.int8_nhwc_speedup'), '×')}；"
+                              "cudnnSetTensor4dDescriptorEx 的尺寸顺序是 N、C、H、W，讲义的参数顺序和步长都不对")),
     registry.Claim(
         "ch10.mixed_precision", 10, "notes 3 §4.2",
         "Keeping the key layers in FP16 and the rest in INT8 balances speed and accuracy.",
         "关键层保持 FP16、其余层用 INT8，可以在速度和精度之间取得平衡。",
         _mixed, "chapter 10 §4: fake-quant accuracy per k, and real INT8/FP16 layers timed on the GPU",
-        ("ch10.mixed.acc.k0", "ch10.mixed.acc.k2", "ch10.mixed.cuda.speed.k0", "ch10.mixed.cuda.speed.k10")),
+        ("ch10.mixed.acc.k0", "ch10.mixed.acc.k2", "ch10.mixed.cuda.speed.k0", "ch10.mixed.cuda.speed.k10"),
+        baseline="every layer INT8 (for accuracy) and every layer FP16 (for speed)", summary_zh=_mixed_zh),
     registry.Claim(
         "ch10.cpu_first_layers", 10, "notes 3 §6.3",
         "Running the model's first one or two layers on the CPU cuts PCIe traffic and gives about 15% end to end on video.",
         "把模型的前 1–2 层放到 CPU 上运行可以显著降低 PCIe 传输开销，视频流端到端性能约提升 15%。",
         _split, "chapter 10 §6: bytes per frame from the tensor shapes; pipelined frame rate on the GPU",
         ("ch10.pipeline.split_bytes_ratio.k1", "ch10.pipeline.split_bytes_ratio.k2",
-         "ch10.pipeline.split_gain.k1", "ch10.pipeline.split_gain.k2")),
+         "ch10.pipeline.split_gain.k1", "ch10.pipeline.split_gain.k2"),
+        baseline="the same pipeline with every layer on the GPU (no split)", summary_zh=_split_zh),
 )
 registry.register(*CLAIMS)

@@ -5,6 +5,12 @@ run the model's first layers on the CPU to cut PCIe traffic (about 15% end to en
 The split test measures both halves of that claim: the bytes each frame sends over PCIe (exact,
 from the tensor shapes, on any machine) and the end-to-end frame rate (a GPU is needed).
 
+Two threads share the CPU in a pipelined run: the one preprocessing (an OpenMP team over every core)
+and the one that drives the GPU. So that they do not fight over the cores, the pipelined runs give the
+CPU stage one core less, and the GPU stage waits for its result with a blocking-sync CUDA event (the
+thread sleeps instead of spinning on a core). Each run also times the CPU stage inside the pipeline,
+so a loss can say where it comes from.
+
 Serves: chapter 10.
 """
 
@@ -232,7 +238,15 @@ def split_stages(device: str, k: int, *, size: int = 224, batch: int = 8,
 
     @torch.inference_mode()
     def device_stage(x: Any) -> Any:
-        return tail(x.to(device, non_blocking=True)).argmax(1).cpu()
+        y = tail(x.to(device, non_blocking=True)).argmax(1)
+        if not half:
+            return y
+        out = torch.empty(y.shape, dtype=y.dtype, pin_memory=True)
+        out.copy_(y, non_blocking=True)
+        done = torch.cuda.Event(blocking=True)  # the waiting thread sleeps: it leaves its core to the CPU stage
+        done.record()
+        done.synchronize()
+        return out
 
     return cpu_stage, device_stage, _frames(size, batch)
 
@@ -272,11 +286,11 @@ def split_layers_gain(device: str, ks: Sequence[int] = (0, 1, 2), *, repeats: in
     rows = []
     for k in ks:
         pre, post, frames = split_stages(device, k, size=size, batch=batch, width=width)
-        run_two_stage(pre, post, frames[:2], pipelined=True)  # warm-up
+        _pipelined(pre, post, frames[:4], device)  # warm-up (the pinned buffers of a full queue too)
         t_cpu = min(_stage_time(pre, frames) for _ in range(repeats))
         xs = [pre(f) for f in frames]
         t_dev = min(_stage_time(post, xs) for _ in range(repeats))
-        t_pip = min(run_two_stage(pre, post, frames, pipelined=True)[1] for _ in range(repeats))
+        t_pip = min(_pipelined(pre, post, frames, device)[0] for _ in range(repeats))
         n = len(frames) * batch
         rows.append({"conv blocks on the CPU": k, "KB per frame over PCIe": pcie_bytes_per_frame(k, size=size, width=width) / 1e3,
                      "CPU stage ms/batch": t_cpu / len(frames) * 1e3,
@@ -288,11 +302,13 @@ def split_layers_gain(device: str, ks: Sequence[int] = (0, 1, 2), *, repeats: in
     return rows
 
 
-def split_pipeline_gain(device: str, *, repeats: int = 3, **kwargs: Any) -> dict:
+def split_pipeline_gain(device: str, *, repeats: int = 5, **kwargs: Any) -> dict:
     """Frames/s of the video pipeline (CPU preprocessing || model) run sequentially and pipelined.
 
     This is overlap, not the notes' split claim (split_layers_gain tests that); 'bound gain' is the
-    best overlap can give, (a + b) / max(a, b) - 1.
+    best overlap can give, (a + b) / max(a, b) - 1. 'gain' is the median over `repeats` interleaved
+    rounds, 'gain lo'/'gain hi' their spread (p10..p90, min..max under 5 rounds; None for one round),
+    and 'CPU stage slowdown' the CPU stage's time per batch inside the pipeline over its time alone.
 
     On the CPU each stage gets one thread (torch.set_num_threads(1)), so that the pipelined run puts
     one stage on each of two cores instead of two thread pools fighting over them.
@@ -307,24 +323,68 @@ def split_pipeline_gain(device: str, *, repeats: int = 3, **kwargs: Any) -> dict
         torch.set_num_threads(threads)
 
 
+def _pipelined(pre: Callable, post: Callable, frames: Sequence[Any], device: str) -> tuple[float, float]:
+    """(seconds, CPU-stage seconds) of one pipelined run; on a GPU the CPU stage gets one core less."""
+    torch = _torch()
+    threads = torch.get_num_threads()
+    busy = [0.0]
+
+    def timed(x: Any) -> Any:
+        t0 = time.perf_counter()
+        y = pre(x)
+        busy[0] += time.perf_counter() - t0
+        return y
+
+    if device == "cuda" and threads > 1:
+        torch.set_num_threads(threads - 1)  # one core stays with the thread that drives the GPU
+    try:
+        secs = run_two_stage(timed, post, frames, pipelined=True)[1]
+    finally:
+        torch.set_num_threads(threads)
+    return secs, busy[0]
+
+
 def _split_pipeline_gain(device: str, repeats: int, **kwargs: Any) -> dict:
     """split_pipeline_gain without the thread setting."""
+    import statistics
+
+    from helpers.spread import of_samples
+
+    require_int_range(repeats, 1, 100, "repeats")
     pre, infer, frames = video_stages(device, **kwargs)
     run_two_stage(pre, infer, frames[:2], pipelined=False)  # warm-up
+    if device == "cuda":
+        _pipelined(pre, infer, frames[:4], device)  # the pinned buffers of a full queue
     t_pre = min(_stage_time(pre, frames) for _ in range(repeats))
     xs = [pre(f) for f in frames]
     t_inf = min(_stage_time(infer, xs) for _ in range(repeats))
-    seq, pip = float("inf"), float("inf")
-    for _ in range(repeats):  # interleaved, best of `repeats` each
-        seq = min(seq, run_two_stage(pre, infer, frames, pipelined=False)[1])
-        pip = min(pip, run_two_stage(pre, infer, frames, pipelined=True)[1])
+    gains, seqs, pips, inside = [], [], [], []
+    for _ in range(repeats):  # interleaved rounds
+        seq = run_two_stage(pre, infer, frames, pipelined=False)[1]
+        pip, busy = _pipelined(pre, infer, frames, device)
+        seqs.append(seq)
+        pips.append(pip)
+        inside.append(busy)
+        gains.append(seq / pip - 1)
     n = len(frames) * frames[0].shape[0]
-    gain = seq / pip - 1
+    spread = of_samples(gains, "rounds") if len(gains) > 1 else None
     return {
         "device": device, "frames": n, "preprocess ms/batch": t_pre / len(frames) * 1e3,
-        "infer ms/batch": t_inf / len(frames) * 1e3, "sequential fps": n / seq, "pipelined fps": n / pip,
-        "gain": gain, "bound gain": overlap_bound(t_pre, t_inf) - 1,
+        "infer ms/batch": t_inf / len(frames) * 1e3,
+        "sequential fps": n / statistics.median(seqs), "pipelined fps": n / statistics.median(pips),
+        "gain": statistics.median(gains), "gain lo": spread.lo if spread else None,
+        "gain hi": spread.hi if spread else None, "bound gain": overlap_bound(t_pre, t_inf) - 1,
+        "CPU stage slowdown": statistics.median(inside) / t_pre,
     }
+
+
+def gain_spread(row: dict) -> dict:
+    """The extras that store a split_pipeline_gain row's spread with its record (empty for one round)."""
+    from helpers.spread import Spread
+
+    if row.get("gain lo") is None:
+        return {}
+    return Spread(row["gain lo"], row["gain hi"], "p10..p90 (min..max under 5) of interleaved rounds").extra()
 
 
 def _stage_time(fn: Callable[[Any], Any], xs: Sequence[Any]) -> float:

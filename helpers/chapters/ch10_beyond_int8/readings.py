@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from helpers.errors import InputError
-from helpers.findings import compare
+from helpers.findings import NOT_RESOLVED, compare, spread_of
 
 NOTES_SPLIT_GAIN = 0.15  # lecture notes §6.3: first 1-2 layers on the CPU, ~15% end to end for video
 RECOVERED_PTS = 1.0  # "recovered": within this many points of FP32
@@ -99,6 +99,55 @@ def split_claim(values: Mapping[str, float]) -> str:
     return f"the notes' +{NOTES_SPLIT_GAIN:.0%} does not hold here: moving layers to the CPU makes the pipeline slower or no faster"
 
 
+VIDEO = "ch10.pipeline.video_gain"
+VIDEO_SLOWDOWN = "ch10.pipeline.video_cpu_stage_slowdown"
+CONTENDED = 1.2  # the CPU stage ran this much slower inside the pipeline than alone: the threads competed
+
+
+def _bound(name: str = VIDEO) -> float | None:
+    """The overlap bound stored with the video-gain record (this session's, else the stored run's)."""
+    from helpers import reference
+    from helpers.bench import session_records
+
+    rec = next((r for r in reversed(session_records()) if r.name == name), None) or reference.lookup(name)
+    bound = None if rec is None else rec.extra.get("bound")
+    return float(bound) if isinstance(bound, (int, float)) else None
+
+
+def video_overlap(values: Mapping[str, float]) -> str:
+    """Verdict on CPU preprocessing || GPU model from the gain {'v'} (with its spread) and, when measured,
+    the CPU stage's slowdown inside the pipeline {'s'}: helped, not resolved, or lost and why."""
+    v, s, bound = values["v"], values.get("s"), _bound()
+    spread = spread_of(values, "v")
+    of_bound = "" if bound is None else f" (the bound for these two stage times: {bound:+.0%})"
+    if spread is not None and spread.contains(0.0):
+        return f"{NOT_RESOLVED}: the rounds ranged from {spread.lo:+.0%} to {spread.hi:+.0%}{of_bound}"
+    if v > 0:
+        return f"the overlap helped{of_bound}"
+    if s is None:
+        return (f"the overlap lost{of_bound}. That run did not time the CPU stage inside the pipeline, so it "
+                "cannot say why; the likely cause is two threads fighting over the same cores (the "
+                "preprocessing's thread pool and the thread that drives the GPU)")
+    if s >= CONTENDED:
+        return (f"the overlap lost{of_bound}: inside the pipeline the CPU stage took {s:.1f}× its time alone, "
+                "because it shared the cores with the thread that drives the GPU, so overlapping cost more "
+                "than it hid")
+    return (f"the overlap lost{of_bound}, although the CPU stage kept its own speed ({s:.2f}× its time alone): "
+            "the cost is in handing batches between the threads")
+
+
+def video_sentence() -> str:
+    """The video-overlap sentence from the record: the gain, its spread, and why when it lost."""
+    from helpers import findings
+
+    names = {"v": VIDEO}
+    if findings.get(VIDEO_SLOWDOWN) is not None:
+        names["s"] = VIDEO_SLOWDOWN
+    return findings.sentence("Overlapping the CPU's preprocessing of frame i+1 with the GPU's model on frame i "
+                             "changes the frame rate by {v:+.0%}: {verdict}.", names, video_overlap,
+                             missing="The video overlap needs a GPU, and no stored GPU run holds it yet.")
+
+
 DESCRIPTIONS = {
     "ch10.sparsity.fp16_24_over_dense": "2:4 FP16 GEMM ÷ dense FP16 GEMM speed, 8192³",
     "ch10.sparsity.int8_24_over_dense": "2:4 INT8 GEMM ÷ dense INT8 GEMM speed, 8192³",
@@ -115,6 +164,7 @@ DESCRIPTIONS = {
     "ch10.pipeline.pinned_over_pageable": "pinned ÷ pageable host-to-device copy speed, 256 MB",
     "ch10.pipeline.overlap_speedup": "copies || matmuls on two streams ÷ one stream",
     "ch10.pipeline.video_gain": "video frame rate, CPU preprocessing || GPU model vs serial (gain)",
+    "ch10.pipeline.video_cpu_stage_slowdown": "video pipeline: CPU stage time inside the pipeline ÷ alone",
 }
 
 

@@ -2,7 +2,7 @@
 
 Here: ``arch_mismatch`` ("no kernel image is available"), ``accuracy_fix`` (accuracy dropped),
 ``perf_diagnose`` (INT8 is not faster), ``profiling`` (torch.profiler and Nsight Compute),
-``lab_deployment`` (the broken deployment of lab09).
+``int8_exports`` (two INT8 exports and how to judge them; lab 09 builds its broken deployment on it).
 
 Serves: chapter 11 (and lab09).
 """

@@ -45,21 +45,34 @@ def _accuracy(m: Values) -> tuple[str, str]:
 CLAIMS: tuple[registry.Claim, ...] = (
     registry.Claim(
         "ch11.gencode", 11, "notes 3 §5.3",
-        "For 'no kernel image is available', compile with nvcc -gencode arch=compute_75,code=sm_75.",
-        "遇到 no kernel image is available 错误时，用 nvcc -gencode arch=compute_75,code=sm_75 编译。",
+        "For 'no kernel image is available', check the device's architecture and compile with the right "
+        "-gencode, for example nvcc -gencode arch=compute_75,code=sm_75.",
+        "遇到 no kernel image is available 错误时，先查看设备架构，再在编译时指定正确的 -gencode，"
+        "例如 nvcc -gencode arch=compute_75,code=sm_75。",
         _gencode, "CUDA compatibility rules (helpers.chapters.ch11_troubleshooting.arch_mismatch); chapter 11's "
-        "build-and-load test on the GPU", ("ch11.arch.wrong_sass_loads",)),
+        "build-and-load test on the GPU", ("ch11.arch.wrong_sass_loads",),
+        baseline="the notes' example flags on the course's GPU (compute capability 9.0)",
+        summary_zh="code=sm_75 只是计算能力 7.x 的 SASS，在 9.0 的 GPU 上加载不了：应按部署的 GPU 编译，并附带 PTX "
+                   "（code=compute_XY）供更新的 GPU 即时编译"),
     registry.Claim(
         "ch11.ncu_cli", 11, "notes 3 §4.3",
         "Tune kernels with nv-nsight-cu-cli --kernel-id ::myKernel --metrics sm__inst_executed_pipe_tensor.sum.",
         "用 nv-nsight-cu-cli --kernel-id ::myKernel --metrics sm__inst_executed_pipe_tensor.sum 分析核函数。",
-        _ncu_cli, "Nsight Compute CLI documentation; chapter 11's ncu command lines"),
+        _ncu_cli, "Nsight Compute CLI documentation; chapter 11's ncu command lines",
+        baseline="the current Nsight Compute command line",
+        summary_zh="Nsight Compute 的命令行现在叫 ncu（nv-nsight-cu-cli 是旧名）；用 --kernel-name 和 "
+                   "--launch-skip/--launch-count 选内核"),
     registry.Claim(
         "ch11.accuracy_checklist", 11, "notes 3 §5.1",
         "Accuracy dropped by more than 5%: check the calibration data, the clipping range, try per-channel "
         "instead of per-tensor, keep sensitive layers in FP16.",
         "量化后精度下降超过 5%：检查校准数据是否有代表性、量化范围是否合适，尝试逐通道量化，敏感层保持 FP16。",
         _accuracy, "chapter 11 §2: diagnose, fix, repeat on a model made to fail",
-        ("ch11.accuracy.initial_drop_pts", "ch11.accuracy.after_first_fix_pts", "ch11.accuracy.final_drop_pts")),
+        ("ch11.accuracy.initial_drop_pts", "ch11.accuracy.after_first_fix_pts", "ch11.accuracy.final_drop_pts"),
+        baseline="the same model in FP32 (points of accuracy lost)",
+        summary_zh=lambda m: ("修复流程尚未运行" if None in (m.get("ch11.accuracy.initial_drop_pts"),
+                                                         m.get("ch11.accuracy.final_drop_pts")) else
+                              f"故意做坏的 CNN：逐张量 INT8 损失 {m.get('ch11.accuracy.initial_drop_pts'):.1f} 个百分点，"
+                              f"按清单做完后损失 {m.get('ch11.accuracy.final_drop_pts'):.1f} 个百分点：清单按顺序有效")),
 )
 registry.register(*CLAIMS)

@@ -1,6 +1,7 @@
 """Where weight-only quantization stops paying: one LLM projection (N=11008, K=4096) at growing batch M.
 
-At small M the time is the weight bytes, so fewer bytes win (W4A16, W8A16). As M grows, each weight byte
+At small M the time is the weight bytes, so fewer bytes win (W4A16, W8A16: the CUDA GEMV of
+`helpers.kernels.wo_gemv` up to M = 8, a Triton GEMM that unpacks codes into FP16 tensor-core tiles above). As M grows, each weight byte
 serves more rows and the layer becomes compute-bound: weight-only kernels then pay for unpacking codes
 and still multiply in FP16, while W8A8 (INT8 tensor cores, `torch._int_mm`) and FP8 (`torch._scaled_mm`)
 do the math in 8 bits, whose datasheet peak is twice FP16's, after quantizing the activations per token.
@@ -19,6 +20,7 @@ from helpers import bench
 from helpers.chapters.ch12_language_models.gemv_bench import _clone, copies_for, time_calls, tinygemm_linear, tinygemm_weight
 from helpers.kernels import triton_gemv as tg
 from helpers.kernels import triton_wo_gemm as tw
+from helpers.kernels import wo_gemv as wg
 from helpers.perf.roofline import RoofPoint
 from helpers.quant import act_quant
 from helpers.quant import weight_only as wo
@@ -41,10 +43,11 @@ def gemm_config(kind: str, m: int) -> tuple[int, int, int, int, int]:
     return next(cfg for limit, cfg in GEMM_CONFIGS[kind] if m <= limit)
 
 
-def _wo_call(x: torch.Tensor, w: tuple[tg.GemvWeight, tw.GemmWeight]) -> Callable[[], torch.Tensor]:
-    """The weight-only kernel for x's batch: the GEMV at M = 1, the dequantizing GEMM above."""
-    if x.shape[0] == 1:
-        return lambda: tg.gemv(x[0], w[0])
+def _wo_call(x: torch.Tensor, w: tuple[tg.GemvWeight, tw.GemmWeight, wg.WoWeight]) -> Callable[[], torch.Tensor]:
+    """The weight-only kernel for x's batch: the CUDA GEMV up to M = 8, the dequantizing Triton GEMM above."""
+    if x.shape[0] <= wg.MAX_BATCH:
+        xs = x[0] if x.shape[0] == 1 else x
+        return lambda: wg.gemv(xs, w[2])
     cfg = gemm_config(w[1].kind, x.shape[0])
     return lambda: tw.wo_gemm(x, w[1], *cfg)
 
@@ -76,7 +79,8 @@ def weights(seed: int = 0) -> dict[str, object]:
     w8 = wo.quantize_w8(w)
     fq, fs = act_quant.fp8_quantize(w.float())
     w4 = wo.quantize_w4(w, 128)
-    return {"fp16": w, "w8a16": (tg.prepare_w8(w8), tw.prepare(w8)), "w4a16": (tg.prepare_w4(w4), tw.prepare(w4)),
+    return {"fp16": w, "w8a16": (tg.prepare_w8(w8), tw.prepare(w8), wg.prepare(w8)),
+            "w4a16": (tg.prepare_w4(w4), tw.prepare(w4), wg.prepare(w4)),
             "w4a16 tinygemm": tinygemm_weight(w4), "w8a8 int8": w8, "w8a8 int8 cublas": w8,
             "w8a8 fp8": (fq.to(torch.float8_e4m3fn), fs.reshape(1, N).float().contiguous())}
 
@@ -99,7 +103,7 @@ def _copy(obj: object) -> object:
         return obj.clone()
     if isinstance(obj, tuple) and isinstance(obj[0], tg.GemvWeight):
         g = obj[1]
-        return _clone(obj[0]), dataclasses.replace(g, codes=g.codes.clone(), scale=g.scale.clone())
+        return _clone(obj[0]), dataclasses.replace(g, codes=g.codes.clone(), scale=g.scale.clone()), obj[2].clone()
     if isinstance(obj, wo.W8Weight):
         return wo.W8Weight(obj.q.clone(), obj.scale.clone())
     return tuple(t.clone() for t in obj)  # type: ignore[union-attr]

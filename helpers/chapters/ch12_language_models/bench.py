@@ -1,11 +1,12 @@
 """Chapter 12's GPU measurements in one command (what the notebook's GPU cells run, plus kernel tuning).
 
-    python -m helpers.chapters.ch12_language_models.bench [--quick] [--tune] [--tune-gemm] [--layers 32] [--out FILE.json]
+    python -m helpers.chapters.ch12_language_models.bench [--quick] [--tune] [--tune-gemm] [--ncu] [--layers 32] [--out FILE.json]
 
-Checks the kernels against their references, measures the D2D copy rate, the GEMV table, decode tokens/s
-and the batch sweep, records the chapter's names through `helpers.bench.record`, and writes every row as
-JSON. `--tune` (`--tune-gemm`) also times a grid of launch configurations per GEMV (GEMM) kernel and
-shape; `--quick` uses 8 layers and fewer batch sizes.
+Checks the kernels against their references, measures the D2D copy rate, the GEMV table, the path from the naive
+kernel to the fast one, group sizes and small batches, decode tokens/s and the batch sweep, records the chapter's
+names through `helpers.bench.record`, and writes every row as JSON. `--tune` also times a grid of (rows, split)
+launches per CUDA GEMV and shape (`--tune-gemm`: the Triton GEMM's grid); `--ncu` profiles the path's kernels with
+Nsight Compute; `--quick` uses 8 layers and fewer batch sizes.
 
 Serves: chapter 12.
 """
@@ -13,7 +14,6 @@ Serves: chapter 12.
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import sys
 import time
@@ -25,15 +25,18 @@ from typing import Any
 import torch
 
 from helpers import bench
-from helpers.chapters.ch12_language_models import batch_sweep, decode_bench, gemv_bench
+from helpers.chapters.ch12_language_models import batch_sweep, decode_bench, gemv_bench, path_bench, timing
 from helpers.kernels import triton_gemv as tg
+from helpers.kernels import wo_gemv as wg
 from helpers.perf.roofline import measure_bandwidth_gbs
 from helpers.quant import weight_only as wo
 
 
 GEMV_NAMES = ["llm.gemv.w8a16_over_fp16", "llm.gemv.w4a16_over_fp16", "llm.gemv.best_over_d2d",
-              "ch12.gemv.tinygemm_over_fp16"]
-DECODE_NAMES = ["llm.decode.w4a16_over_fp16", "ch12.decode.w8a16_over_fp16", "ch12.decode.w4a16_gemv_share"]
+              "llm.gemv.w4a16_over_tinygemm", "ch12.gemv.tinygemm_over_fp16", "ch12.gemv.w8a16_over_fastest_fp16",
+              "ch12.gemv.w4a16_over_fastest_fp16", "ch12.gemv.fp16_cuda_over_cublas"]
+DECODE_NAMES = ["llm.decode.w4a16_over_fp16", "llm.decode.w8a16_over_fp16", "ch12.decode.w4a16_gemv_share",
+                "ch12.decode.w8a16_gemv_share", "ch12.decode.fp16_fused_over_eager"]
 
 
 def tune_grid(kind: str, k: int) -> list[tg.Config]:
@@ -73,62 +76,82 @@ def tune_gemm(batches: tuple[int, ...] = (1, 4, 16, 64, 256, 1024, 4096), budget
     return rows
 
 
-def tune(shapes: tuple[tuple[int, int], ...] = gemv_bench.SHAPES, budget_s: float = 90.0) -> list[dict]:
-    """Microseconds per call of every grid configuration, per kernel and shape (stops at the time budget)."""
+CUDA_GRID = tuple((r, s) for r in (2, 4, 8) for s in (1, 2, 4, 8))
+
+
+def tune(shapes: tuple[tuple[int, int], ...] = gemv_bench.SHAPES, budget_s: float = 120.0) -> list[dict]:
+    """µs per call of every (rows, split) launch of the CUDA GEMVs, per kind and shape, interleaved (stops at the budget)."""
     start, rows = time.time(), []
     for n, k in shapes:
-        w = (torch.randn(n, k, device="cuda") * 0.02).half()
-        x = torch.randn(k, device="cuda").half()
+        if time.time() - start > budget_s:
+            break
+        w, x = gemv_bench.random_layer(n, k)
         y = torch.empty(n, device="cuda", dtype=torch.float16)
-        for kind, pw in (("fp16", tg.prepare_fp16(w)), ("w8a16", tg.prepare_w8(wo.quantize_w8(w))),
-                         ("w4a16", tg.prepare_w4(wo.quantize_w4(w, 128)))):
-            ws = [pw] + [gemv_bench._clone(pw) for _ in range(gemv_bench.copies_for(pw.nbytes) - 1)]
-            for cfg in tune_grid(kind, k):
-                if time.time() - start > budget_s or n % cfg.block_n:
-                    continue
-                try:
-                    s = gemv_bench.time_calls([lambda c=c: tg.gemv(x, c, config=cfg, out=y) for c in ws], 10)
-                    rows.append({"shape": f"{n}x{k}", "kind": kind, **cfg.__dict__, "us": s * 1e6,
-                                 "gbs": pw.nbytes / s / 1e9})
-                except Exception as exc:  # noqa: BLE001 - a config that fails to compile is reported, not fatal
-                    rows.append({"shape": f"{n}x{k}", "kind": kind, **cfg.__dict__, "error": str(exc)[:200]})
-            del ws
+        calls = {}
+        for kind, q in (("fp16", w), ("w8a16", wo.quantize_w8(w)), ("w4a16", wo.quantize_w4(w, 128))):
+            pw = wg.prepare(q)
+            for r, s in CUDA_GRID:
+                calls[(kind, r, s)] = gemv_bench.cuda_calls(x, pw, wg.Config(r, s), y)[1]
+        spreads = timing.interleaved(calls, rounds=5)
+        rows += [{"shape": f"{n}x{k}", "kind": kind, "rows": r, "split": s, "us": sp.median, **sp.extra()}
+                 for (kind, r, s), sp in spreads.items()]
+        del calls
         torch.cuda.empty_cache()
     return rows
 
 
 def gemv_section(d2d_gbs: float) -> list[dict]:
-    """The GEMV table (GPU), recorded: per-kernel times and the headline ratios."""
+    """The GEMV table (GPU), recorded: per-kernel times with their spread, and the headline ratios."""
     rows = gemv_bench.gemv_table()
     for name, v in gemv_bench.headline(rows, d2d_gbs).items():
         bench.record(name, v, "GB/s" if name.endswith("gbs") else "ratio")
-    for r in rows:
-        bench.record(f"ch12.gemv.{r['kernel'].replace(' ', '_')}.{r['N×K'].replace('×', 'x')}", r["µs"], "µs",
-                     gbs=r["weight GB/s"], speedup=r["× fastest FP16"])
+    gemv_bench.record_rows(rows, "gemv")
     return rows
 
 
-def math_section() -> list[dict]:
-    """The same INT8/INT4 weights through three ways of doing the code math (GPU), recorded."""
-    rows = gemv_bench.math_modes()
-    gemv_bench.record_math_modes(rows)
+def path_section() -> list[dict]:
+    """The path from the naive kernel to the fast one (GPU), recorded."""
+    rows = path_bench.path_table()
+    path_bench.record_path(rows)
+    return rows
+
+
+def groups_batch_section() -> tuple[list[dict], list[dict]]:
+    """W4A16 at group sizes 32/64/128 and the kernels at batch 1-8 (GPU), recorded."""
+    groups, batches = path_bench.group_table(), path_bench.batch_table()
+    path_bench.record_table(groups, "ch12.group", "group")
+    path_bench.record_table(batches, "ch12.batch", "batch")
+    return groups, batches
+
+
+def profile_section() -> list[dict]:
+    """Nsight Compute counts of the path's kernels (GPU and ncu), recorded."""
+    rows = path_bench.profile()
+    path_bench.record_profile(rows)
     return rows
 
 
 def decode_section(d2d_gbs: float, layers: int = 32) -> tuple[list[dict], dict[str, Any], dict[str, float]]:
-    """Decode tokens/s of every path (GPU), recorded; with the W4A16 step's GPU time split and the logit check."""
+    """Decode tokens/s of every path (GPU, interleaved), recorded; with the GEMV share of the W4A16/W8A16 steps."""
     shape = decode_bench.StackShape(layers=layers)
     m = decode_bench.build(shape)
     check = decode_bench.check_paths(m)
     split = decode_bench.kernel_split(m)
+    split8 = decode_bench.kernel_split(m, "w8a16 fused (CUDA)")
     rows = decode_bench.summary(m, decode_bench.tokens_per_second(m), d2d_gbs)
     for r in rows:
-        bench.record(f"ch12.decode.tokens_s.{r['path'].split()[0]}_{r['path'].split()[1]}", r["tokens/s"],
-                     "tokens/s", layers=layers, context=shape.context, weight_gbs=r["weight GB/s"])
-    ratio = {r["path"].split()[0]: r["× fastest FP16"] for r in rows if "fused" in r["path"]}
-    bench.record("llm.decode.w4a16_over_fp16", ratio["w4a16"], "ratio", layers=layers)
-    bench.record("ch12.decode.w8a16_over_fp16", ratio["w8a16"], "ratio", layers=layers)
-    bench.record("ch12.decode.w4a16_gemv_share", split["share"]["GEMV (Triton)"], "ratio")
+        sp = m["spread"][r["path"]]
+        bench.record(f"ch12.decode.tokens_s.{r['path'].replace(' (', ' ').rstrip(')').replace(' ', '_')}",
+                     r["tokens/s"], "tokens/s", layers=layers, context=shape.context, weight_gbs=r["weight GB/s"],
+                     ms_per_token=r["ms/token"], **sp.extra())
+    ratio = {r["path"]: r["× fastest FP16"] for r in rows}
+    bench.record("llm.decode.w4a16_over_fp16", ratio["w4a16 fused (CUDA)"], "ratio", layers=layers)
+    bench.record("llm.decode.w8a16_over_fp16", ratio["w8a16 fused (CUDA)"], "ratio", layers=layers)
+    bench.record("ch12.decode.fp16_fused_over_eager", max(ratio["fp16 fused (CUDA)"], ratio["fp16 fused (Triton)"])
+                 / ratio["fp16 eager (cuBLAS)"], "ratio")
+    for kind, sp in (("w4a16", split), ("w8a16", split8)):
+        bench.record(f"ch12.decode.{kind}_gemv_share", sp["share"]["GEMV"], "ratio", ms=sp["ms/step"])
+    split["w8a16"] = split8
     del m
     torch.cuda.empty_cache()
     return rows, split, check
@@ -145,7 +168,8 @@ def sweep_section(quick: bool = False) -> tuple[list[dict], dict[str, int | None
     return rows, cross
 
 
-def run_all(quick: bool = False, layers: int = 32, do_tune: bool = False, tune_gemms: bool = False) -> dict[str, Any]:
+def run_all(quick: bool = False, layers: int = 32, do_tune: bool = False, tune_gemms: bool = False,
+            ncu: bool = False) -> dict[str, Any]:
     """Every GPU measurement of the chapter; records the headline names; returns all rows."""
     import triton
 
@@ -169,7 +193,10 @@ def run_all(quick: bool = False, layers: int = 32, do_tune: bool = False, tune_g
     if tune_gemms:
         stage("tune_gemm", tune_gemm)
     stage("gemv", lambda: gemv_section(d2d))
-    stage("math", math_section)
+    stage("path", path_section)
+    stage("groups_batch", groups_batch_section)
+    if ncu:
+        stage("ncu", profile_section)
     stage("decode", lambda: decode_section(d2d, 8 if quick else layers))
     stage("sweep", lambda: sweep_section(quick))
     return out
@@ -182,6 +209,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--tune", action="store_true", help="time a grid of GEMV launch configurations")
     ap.add_argument("--tune-gemm", action="store_true", help="time a grid of weight-only GEMM configurations")
+    ap.add_argument("--ncu", action="store_true", help="profile the path's kernels with Nsight Compute")
     ap.add_argument("--layers", type=int, default=32)
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
@@ -194,7 +222,7 @@ def main(argv: list[str]) -> int:
         print(exc, file=sys.stderr)
         return 2
     bench.set_notebook("12_language_models")
-    res = run_all(args.quick, args.layers, args.tune, args.tune_gemm)
+    res = run_all(args.quick, args.layers, args.tune, args.tune_gemm, args.ncu)
     res["records"] = [r.to_json() for r in bench.session_records()]
     text = json.dumps(res, indent=1, default=str)
     if args.out:

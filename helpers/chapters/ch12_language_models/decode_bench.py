@@ -3,10 +3,12 @@
 Each step runs every layer once for one token: RMSNorm, the q/k/v projection, the new key and value
 written into a KV cache of `context` positions, attention over the cache, the output projection, RMSNorm
 and the SwiGLU feed-forward, then the final norm and the output head. No rotary embedding (one small
-elementwise kernel in a real model). Three paths, each captured as one CUDA graph:
-    fp16 eager   F.linear (cuBLAS) with RMSNorm and SwiGLU as separate PyTorch ops
-    <kind> fused the Triton GEMVs of `helpers.kernels.triton_gemv` with the RMSNorm, SwiGLU and residual
-                 adds fused in, for kind fp16, w8a16 and w4a16 (the RMSNorm gains are folded into the weights)
+elementwise kernel in a real model). The paths, each captured as one CUDA graph:
+    fp16 eager (cuBLAS)   F.linear with RMSNorm and SwiGLU as separate PyTorch ops
+    fp16 fused (Triton)   the Triton GEMVs of `helpers.kernels.triton_gemv` with the RMSNorm, SwiGLU and residual
+                          adds fused in (the RMSNorm gains are folded into the weights)
+    <kind> fused (CUDA)   the CUDA GEMVs of `helpers.kernels.wo_gemv` with the same fusions, for kind fp16, w8a16
+                          and w4a16 (g128)
 The output head stays FP16 in every path, as in most INT4 deployments.
 
 Serves: chapter 12.
@@ -21,8 +23,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from helpers import bench
 from helpers.kernels import triton_gemv as tg
+from helpers.kernels import wo_gemv as wg
 from helpers.quant import weight_only as wo
 
 EPS = 1e-5
@@ -45,16 +47,18 @@ class StackShape:
         return 4 * self.d * self.d + 3 * self.d * self.ffn
 
 
-def _prepare(w: torch.Tensor, kind: str) -> tg.GemvWeight:
-    """An FP16 weight as a kernel weight of the given kind."""
-    if kind == "fp16":
-        return tg.prepare_fp16(w)
-    if kind == "w8a16":
-        return tg.prepare_w8(wo.quantize_w8(w))
-    return tg.prepare_w4(wo.quantize_w4(w, 128))
+PATHS = (("fp16", "Triton"), ("fp16", "CUDA"), ("w8a16", "CUDA"), ("w4a16", "CUDA"))  # (kind, library) fused
 
 
-def build(shape: StackShape, kinds: tuple[str, ...] = ("fp16", "w8a16", "w4a16"), seed: int = 0,
+def _prepare(w: torch.Tensor, kind: str, lib: str = "CUDA") -> Any:
+    """An FP16 weight as a kernel weight of the given kind, for the Triton or the CUDA GEMVs."""
+    if lib == "Triton":
+        return tg.prepare_fp16(w) if kind == "fp16" else tg.prepare_w8(wo.quantize_w8(w)) if kind == "w8a16" else \
+            tg.prepare_w4(wo.quantize_w4(w, 128))
+    return wg.prepare(w if kind == "fp16" else wo.quantize_w8(w) if kind == "w8a16" else wo.quantize_w4(w, 128))
+
+
+def build(shape: StackShape, kinds: tuple[tuple[str, str], ...] = PATHS, seed: int = 0,
           device: str = "cuda") -> dict[str, Any]:
     """Random FP16 weights of every layer, their quantized copies, a KV cache and the output head."""
     gen = torch.Generator(device=device).manual_seed(seed)
@@ -63,14 +67,13 @@ def build(shape: StackShape, kinds: tuple[str, ...] = ("fp16", "w8a16", "w4a16")
     def rand(n: int, k: int) -> torch.Tensor:
         return (torch.randn(n, k, device=device, generator=gen, dtype=torch.float16) * 0.02)
 
-    layers: dict[str, list[dict[str, tg.GemvWeight]]] = {k: [] for k in kinds}
+    layers: dict[str, list[dict[str, Any]]] = {f"{k} fused ({lib})": [] for k, lib in kinds}
     dense = []
     for _ in range(shape.layers):
         w = {"qkv": rand(3 * d, d), "o": rand(d, d), "gu": rand(2 * f, d), "down": rand(d, f)}
         dense.append(w)
-        for kind in kinds:
-            layers[kind].append({name: _prepare(t, kind) if kind != "fp16" else tg.prepare_fp16(t)
-                                 for name, t in w.items()})
+        for kind, lib in kinds:
+            layers[f"{kind} fused ({lib})"].append({name: _prepare(t, kind, lib) for name, t in w.items()})
     dh = d // shape.heads
     cache = torch.randn(shape.layers, 2, shape.heads, shape.context, dh, device=device, generator=gen,
                         dtype=torch.float16)
@@ -104,22 +107,23 @@ def step_eager(m: dict[str, Any]) -> torch.Tensor:
     return F.linear(_rmsnorm(x), m["head"])
 
 
-def step_fused(m: dict[str, Any], kind: str) -> torch.Tensor:
-    """One decode step with the Triton GEMVs of `kind` and their fusions."""
+def step_fused(m: dict[str, Any], path: str) -> torch.Tensor:
+    """One decode step of a fused path ('w4a16 fused (CUDA)', ...): its GEMVs with the fusions."""
     shape, x = m["shape"], m["x"]
-    for i, w in enumerate(m["layers"][kind]):
-        a = _attend(tg.gemv(x, w["qkv"], norm_eps=EPS), m["cache"][i], shape)
-        x = tg.gemv(a, w["o"], residual=x)
-        h = tg.gemv(x, w["gu"], norm_eps=EPS, glu=True)
-        x = tg.gemv(h, w["down"], residual=x)
+    gemv = tg.gemv if path.endswith("(Triton)") else wg.gemv
+    for i, w in enumerate(m["layers"][path]):
+        a = _attend(gemv(x, w["qkv"], norm_eps=EPS), m["cache"][i], shape)
+        x = gemv(a, w["o"], residual=x)
+        h = gemv(x, w["gu"], norm_eps=EPS, glu=True)
+        x = gemv(h, w["down"], residual=x)
     return F.linear(_rmsnorm(x)[None], m["head"])
 
 
 def paths(m: dict[str, Any]) -> dict[str, Callable[[], torch.Tensor]]:
     """{name: one decode step} for every path built."""
     out = {"fp16 eager (cuBLAS)": lambda: step_eager(m)}
-    for kind in m["layers"]:
-        out[f"{kind} fused (Triton)"] = lambda kind=kind: step_fused(m, kind)
+    for path in m["layers"]:
+        out[path] = lambda path=path: step_fused(m, path)
     return out
 
 
@@ -133,21 +137,22 @@ def check_paths(m: dict[str, Any]) -> dict[str, float]:
     return {name: float((fn().float() - ref).abs().max() / ref.abs().max()) for name, fn in paths(m).items()}
 
 
-def tokens_per_second(m: dict[str, Any], repeats: int = 20) -> dict[str, float]:
-    """Decode tokens/s of each path, each step replayed as one CUDA graph."""
-    from helpers.chapters.ch09_deployment.workloads import cuda_graph
+def tokens_per_second(m: dict[str, Any], rounds: int = 7) -> dict[str, float]:
+    """Decode tokens/s of each path, each step one CUDA graph, the paths interleaved over `rounds` rounds."""
+    from helpers.chapters.ch12_language_models import timing
 
-    out = {}
-    for name, fn in paths(m).items():
-        t = bench.timeit(cuda_graph(fn), backend="torch", warmup=3, repeats=repeats)
-        out[name] = 1.0 / t.median_s
-    return out
+    spreads = timing.interleaved({name: [fn] for name, fn in paths(m).items()}, rounds=rounds, replays=2)
+    m["spread"] = spreads
+    return {name: 1e6 / s.median for name, s in spreads.items()}
 
 
-def weight_bytes(m: dict[str, Any], kind: str) -> int:
-    """Bytes of weights one step reads on a path (layers of `kind` plus the FP16 head)."""
+def weight_bytes(m: dict[str, Any], path: str) -> int:
+    """Bytes of weights one step reads on a path (its layers plus the FP16 head); an unknown path reads FP16."""
     head = m["head"].numel() * 2
-    return head + sum(w.nbytes for layer in m["layers"][kind] for w in layer.values())
+    key = path if path in m["layers"] else path.split()[0]
+    if key not in m["layers"]:
+        return head + sum(t.numel() * 2 for layer in m["dense"] for t in layer.values())
+    return head + sum(w.nbytes for layer in m["layers"][key] for w in layer.values())
 
 
 def summary(m: dict[str, Any], tps: dict[str, float], d2d_gbs: float) -> list[dict]:
@@ -155,25 +160,24 @@ def summary(m: dict[str, Any], tps: dict[str, float], d2d_gbs: float) -> list[di
     rows = []
     fp16 = max(v for k, v in tps.items() if k.startswith("fp16"))
     for name, v in tps.items():
-        kind = "fp16" if name.startswith("fp16") else name.split()[0]
-        gbs = weight_bytes(m, kind) * v / 1e9
-        rows.append({"path": name, "tokens/s": v, "ms/token": 1e3 / v, "weights GB": weight_bytes(m, kind) / 1e9,
+        gbs = weight_bytes(m, name) * v / 1e9
+        rows.append({"path": name, "tokens/s": v, "ms/token": 1e3 / v, "weights GB": weight_bytes(m, name) / 1e9,
                      "weight GB/s": gbs, "of D2D": gbs / d2d_gbs, "× fastest FP16": v / fp16})
     return rows
 
 
-def kernel_split(m: dict[str, Any], kind: str = "w4a16", steps: int = 3) -> dict[str, Any]:
+def kernel_split(m: dict[str, Any], path: str = "w4a16 fused (CUDA)", steps: int = 3) -> dict[str, Any]:
     """GPU time of one fused decode step split into GEMV kernels, attention and the rest (torch.profiler)."""
     from helpers.chapters.ch11_troubleshooting.profiling import torch_profile
 
-    rows = torch_profile(lambda: step_fused(m, kind), steps=steps, cuda=True, top=200)
-    split = {"GEMV (Triton)": 0.0, "attention": 0.0, "other": 0.0}
+    rows = torch_profile(lambda: step_fused(m, path), steps=steps, cuda=True, top=200)
+    split = {"GEMV": 0.0, "attention": 0.0, "other": 0.0}
     for r in rows:
         ms = r.get("self GPU ms/step", 0.0)
         if ms <= 0 or r["op"].startswith("aten::"):
             continue
         name = r["op"].lower()
-        key = "GEMV (Triton)" if "gemv" in name else "attention" if any(
+        key = "GEMV" if "gemv" in name else "attention" if any(
             s in name for s in ("flash", "attention", "fmha", "sdpa")) else "other"
         split[key] += ms
     total = sum(split.values()) or 1.0
@@ -181,7 +185,7 @@ def kernel_split(m: dict[str, Any], kind: str = "w4a16", steps: int = 3) -> dict
             "top kernels": [{"kernel": r["op"][:60], "ms/step": r.get("self GPU ms/step", 0.0)} for r in rows[:8]]}
 
 
-def diagnosis(rows: list[dict], split: dict[str, Any] | None, target: float = 2.5) -> str:
+def diagnosis(rows: list[dict], split: dict[str, Any] | None, target: float = 2.2) -> str:
     """What the W4A16 decode ratio is, against the target, and where its step time goes."""
     w4 = next(r for r in rows if r["path"].startswith("w4a16"))
     text = (f"W4A16 decodes at {w4['tokens/s']:.0f} tokens/s, {w4['× fastest FP16']:.2f}× the fastest FP16 path "
@@ -189,11 +193,12 @@ def diagnosis(rows: list[dict], split: dict[str, Any] | None, target: float = 2.
             "device-to-device copy rate.")
     if split:
         sh = split["share"]
-        text += (f" Profiled, the W4A16 step spends {sh['GEMV (Triton)']:.0%} of its GPU time in the GEMV kernels, "
+        gemv = sh.get("GEMV", sh.get("GEMV (Triton)", 0.0))
+        text += (f" Profiled, the W4A16 step spends {gemv:.0%} of its GPU time in the GEMV kernels, "
                  f"{sh['attention']:.0%} in attention over the KV cache and {sh['other']:.0%} elsewhere")
         if w4["× fastest FP16"] >= target:
             text += "."
-        elif sh["GEMV (Triton)"] >= 0.5:
+        elif gemv >= 0.5:
             text += ": the GEMVs set the pace, so the GEMV table above says what holds the ratio back."
         else:
             text += ": most of the step is not GEMV, so faster GEMVs alone cannot reach the target."

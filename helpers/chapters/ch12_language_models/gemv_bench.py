@@ -1,8 +1,10 @@
-"""Batch-1 GEMV at LLM shapes on the GPU: FP16 (cuBLAS and Triton), W8A16 and W4A16 (Triton), tinygemm INT4.
+"""Batch-1 GEMV at LLM shapes on the GPU: FP16 (cuBLAS, Triton, CUDA), W8A16 and W4A16 (Triton, CUDA), tinygemm INT4.
 
 Each call reads a different copy of the weight (the copies together are several times the L2 cache), as a
-decoding step does: a layer's weights are read once per token, never from cache. The calls are captured
-in one CUDA graph so that launch gaps from Python do not count; the time per call is a median over replays.
+decoding step does: a layer's weights are read once per token, never from cache. Each kernel's calls are captured
+in one CUDA graph, and the kernels of a shape are timed interleaved over rounds (`timing.interleaved`), so every
+row carries its spread. The headline ratios are over FP16 cuBLAS (the vendor library); the ratios over the fastest
+FP16 kernel of the table (the course's own CUDA GEMV beats cuBLAS at the smaller shapes) are recorded beside them.
 
 Serves: chapter 12.
 """
@@ -17,31 +19,29 @@ from typing import Any
 import torch
 
 from helpers import bench
+from helpers.chapters.ch12_language_models import timing
 from helpers.kernels import triton_gemv as tg
+from helpers.kernels import wo_gemv as wg
 from helpers.quant import weight_only as wo
 
-SHAPES = ((4096, 4096), (11008, 4096), (4096, 11008))  # (N out, K in), LLaMA-7B's projections
-L2_BYTES = 50 * 2**20  # H100/H200 L2 cache
+SHAPES_7B = ((4096, 4096), (11008, 4096), (4096, 11008))  # (N out, K in), LLaMA-7B's projections
+SHAPES_70B = ((28672, 8192), (8192, 28672))  # LLaMA-70B's gate/up and down projections
+SHAPES = SHAPES_7B + SHAPES_70B
+L2_BYTES = timing.L2_BYTES
 GROUP = 128
+COURSE = {"w8a16": ("w8a16 CUDA", "w8a16 Triton"), "w4a16": ("w4a16 CUDA", "w4a16 Triton")}  # best first
 
 
 def copies_for(nbytes: int, target: int = 6 * L2_BYTES, most: int = 96) -> int:
     """How many weight copies make the bytes read in one replay several times the L2 cache."""
-    return max(2, min(most, math.ceil(target / max(nbytes, 1))))
+    return timing.copies_for(nbytes, target, most)
 
 
 def time_calls(calls: list[Callable[[], Any]], repeats: int = 15) -> float:
     """Seconds per call of a list of calls, captured back to back in one CUDA graph."""
-    graph_fn = _graph(lambda: [c() for c in calls])
+    graph_fn = timing.graph(lambda: [c() for c in calls])
     t = bench.timeit(graph_fn, backend="torch", warmup=3, repeats=repeats)
     return t.median_s / len(calls)
-
-
-def _graph(fn: Callable[[], Any]) -> Callable[[], Any]:
-    """Capture fn in a CUDA graph (warmed up first); return its replay."""
-    from helpers.chapters.ch09_deployment.workloads import cuda_graph
-
-    return cuda_graph(fn)
 
 
 def tinygemm_weight(w4: wo.W4Weight) -> tuple[torch.Tensor, torch.Tensor]:
@@ -66,76 +66,130 @@ def _clone(w: tg.GemvWeight) -> tg.GemvWeight:
     return dataclasses.replace(w, data=w.data.clone(), scale=None if w.scale is None else w.scale.clone())
 
 
-def variants(n: int, k: int, configs: dict[str, tg.Config] | None = None) -> dict[str, tuple[int, list[Callable]]]:
-    """{name: (weight bytes per call, [one call per weight copy])} for one (N, K) shape."""
-    configs = configs or {}
+def random_layer(n: int, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A random FP16 weight (N, K) with LLM-like magnitudes and an FP16 input (K,), seeded by the shape (GPU)."""
     gen = torch.Generator(device="cuda").manual_seed(n + k)
-    w = (torch.randn(n, k, device="cuda", generator=gen) * 0.02).half()
-    x = torch.randn(k, device="cuda", generator=gen).half()
-    x2, xb = x[None, :], x[None, :].to(torch.bfloat16)
-    prepared = {"fp16": tg.prepare_fp16(w), "w8a16": tg.prepare_w8(wo.quantize_w8(w)),
-                "w4a16": tg.prepare_w4(wo.quantize_w4(w, GROUP))}
-    out: dict[str, tuple[int, list[Callable]]] = {}
-    nb = prepared["fp16"].nbytes
-    dense = [w] + [w.clone() for _ in range(copies_for(nb) - 1)]
-    out["fp16 cuBLAS"] = (nb, [lambda d=d: torch.nn.functional.linear(x2, d) for d in dense])
-    for name, pw in prepared.items():
+    return (torch.randn(n, k, device="cuda", generator=gen) * 0.02).half(), \
+        torch.randn(k, device="cuda", generator=gen).half()
+
+
+def cuda_calls(x: torch.Tensor, pw: wg.WoWeight, cfg: wg.Config | None = None,
+               out: torch.Tensor | None = None) -> tuple[str, list[Callable[[], Any]]]:
+    """(the kernel's words, one call per weight copy) for a CUDA GEMV: what every chapter-12 table times."""
+    cfg = cfg or wg.default_config(pw, 1 if x.ndim == 1 else x.shape[0])
+    ws = [pw] + [pw.clone() for _ in range(copies_for(pw.nbytes) - 1)]
+    return wg.describe(pw, cfg), [lambda c=c: wg.gemv(x, c, config=cfg, out=out) for c in ws]
+
+
+def cublas_calls(x: torch.Tensor, w: torch.Tensor) -> list[Callable[[], Any]]:
+    """One F.linear (cuBLAS) call per copy of an FP16 weight; x is (M, K)."""
+    dense = [w] + [w.clone() for _ in range(copies_for(w.numel() * 2) - 1)]
+    return [lambda d=d: torch.nn.functional.linear(x, d) for d in dense]
+
+
+def variants(n: int, k: int, configs: dict[str, tg.Config] | None = None) -> dict[str, tuple[int, list[Callable], str]]:
+    """{name: (weight bytes per call, [one call per weight copy], kernel key)} for one (N, K) shape."""
+    configs = configs or {}
+    w, x = random_layer(n, k)
+    q8, q4 = wo.quantize_w8(w), wo.quantize_w4(w, GROUP)
+    out: dict[str, tuple[int, list[Callable], str]] = {}
+    out["fp16 cuBLAS"] = (w.numel() * 2, cublas_calls(x[None, :], w), "fp16 cuBLAS")
+    y = torch.empty(n, device="cuda", dtype=torch.float16)
+    for name, pw in (("fp16", tg.prepare_fp16(w)), ("w8a16", tg.prepare_w8(q8)), ("w4a16", tg.prepare_w4(q4))):
         cfg = configs.get(name) or tg.default_config(pw)
         ws = [pw] + [_clone(pw) for _ in range(copies_for(pw.nbytes) - 1)]
-        y = torch.empty(n, device="cuda", dtype=torch.float16)
-        out[f"{name} Triton"] = (pw.nbytes, [lambda c=c: tg.gemv(x, c, config=cfg, out=y) for c in ws])
-    packed, sz = tinygemm_weight(wo.quantize_w4(w, GROUP))
+        out[f"{name} Triton"] = (pw.nbytes, [lambda c=c: tg.gemv(x, c, config=cfg, out=y) for c in ws], f"{name} Triton")
+    for name, q in (("fp16", w), ("w8a16", q8), ("w4a16", q4)):
+        pw = wg.prepare(q)
+        key, calls = cuda_calls(x, pw, out=y)
+        out[f"{name} CUDA"] = (pw.nbytes, calls, key)
+    packed, sz = tinygemm_weight(q4)
     nb4 = packed.numel() * packed.element_size() + sz.numel() * sz.element_size()
     tiny = [(packed, sz)] + [(packed.clone(), sz.clone()) for _ in range(copies_for(nb4) - 1)]
-    out["w4a16 tinygemm"] = (nb4, [lambda p=p, s=s: tinygemm_linear(xb, p, s) for p, s in tiny])
+    xb = x[None, :].to(torch.bfloat16)
+    out["w4a16 tinygemm"] = (nb4, [lambda p=p, s=s: tinygemm_linear(xb, p, s) for p, s in tiny], "w4a16 tinygemm")
     return out
 
 
 def check_kernels(n: int = 4096, k: int = 4096) -> dict[str, float]:
-    """Largest |kernel - reference| / max|reference| of each Triton GEMV on one random shape (GPU)."""
+    """Largest |kernel - reference| / max|reference| of each GEMV (Triton and CUDA, plain and fused) on one shape (GPU)."""
     gen = torch.Generator(device="cuda").manual_seed(1)
     w = torch.randn(n, k, device="cuda", generator=gen) * 0.02
     x = torch.randn(k, device="cuda", generator=gen).half()
     res = torch.randn(n // 2, device="cuda", generator=gen).half()
+    q8, q4 = wo.quantize_w8(w), wo.quantize_w4(w, GROUP)
     errs = {}
-    for name, pw in (("fp16", tg.prepare_fp16(w)), ("w8a16", tg.prepare_w8(wo.quantize_w8(w))),
-                     ("w4a16", tg.prepare_w4(wo.quantize_w4(w, GROUP)))):
+    for name, pw, lib in (("fp16", tg.prepare_fp16(w), tg), ("w8a16", tg.prepare_w8(q8), tg),
+                          ("w4a16", tg.prepare_w4(q4), tg), ("fp16", wg.prepare(w), wg), ("w8a16", wg.prepare(q8), wg),
+                          ("w4a16", wg.prepare(q4), wg)):
         for label, kw in (("", {}), (" fused", {"norm_eps": 1e-5, "glu": True, "residual": res})):
-            got, want = tg.gemv(x, pw, **kw).float(), tg.reference(x, pw, **kw).float()
-            errs[name + label] = float((got - want).abs().max() / want.abs().max())
+            got, want = lib.gemv(x, pw, **kw).float(), lib.reference(x, pw, **kw).float()
+            errs[f"{name} {'CUDA' if lib is wg else 'Triton'}{label}"] = float((got - want).abs().max() / want.abs().max())
     return errs
 
 
-def gemv_table(shapes: tuple[tuple[int, int], ...] = SHAPES, repeats: int = 15,
+def gemv_table(shapes: tuple[tuple[int, int], ...] = SHAPES, rounds: int = timing.ROUNDS,
                configs: dict[str, tg.Config] | None = None) -> list[dict]:
-    """One row per (shape, kernel): microseconds per call, weight GB/s, speed over the fastest FP16."""
+    """One row per (shape, kernel): µs per call (median of interleaved rounds, with the spread), GB/s, speed-ups."""
     rows = []
     for n, k in shapes:
-        times = {name: (nb, time_calls(calls, repeats)) for name, (nb, calls) in variants(n, k, configs).items()}
-        fp16 = min(times["fp16 cuBLAS"][1], times["fp16 Triton"][1])
-        for name, (nb, s) in times.items():
-            rows.append({"N×K": f"{n}×{k}", "kernel": name, "µs": s * 1e6, "weight GB/s": nb / s / 1e9,
-                         "× fastest FP16": fp16 / s})
+        v = variants(n, k, configs)
+        spreads = timing.interleaved({name: calls for name, (_, calls, _) in v.items()}, rounds=rounds)
+        fastest = min(s.median for name, s in spreads.items() if name.startswith("fp16"))
+        cublas = spreads["fp16 cuBLAS"].median
+        for name, s in spreads.items():
+            nb = v[name][0]
+            rows.append({"N×K": f"{n}×{k}", "kernel": name, "µs": s.median, "weight GB/s": nb / s.median / 1e3,
+                         "× FP16 cuBLAS": cublas / s.median, "× fastest FP16": fastest / s.median,
+                         "key": v[name][2], "spread": s.extra()})
+        del v
         torch.cuda.empty_cache()
     return rows
 
 
-def headline(rows: list[dict], d2d_gbs: float) -> dict[str, float]:
-    """The chapter's GEMV ratios: geometric means over shapes, and the best bandwidth over D2D copy."""
-    def geo(kernel: str) -> float:
-        vals = [r["× fastest FP16"] for r in rows if r["kernel"] == kernel]
-        return math.exp(sum(math.log(v) for v in vals) / len(vals))
+def _course(rows: list[dict], kind: str) -> str:
+    """The course's kernel of `kind` present in the rows: the CUDA one, or the Triton one of older runs."""
+    present = {r["kernel"] for r in rows}
+    return next((k for k in COURSE[kind] if k in present), COURSE[kind][0])
 
-    best = max(r["weight GB/s"] for r in rows if r["kernel"] in ("w8a16 Triton", "w4a16 Triton"))
-    return {"llm.gemv.w8a16_over_fp16": geo("w8a16 Triton"), "llm.gemv.w4a16_over_fp16": geo("w4a16 Triton"),
-            "llm.gemv.best_over_d2d": best / d2d_gbs, "ch12.gemv.tinygemm_over_fp16": geo("w4a16 tinygemm"),
-            "ch12.gemv.best_gbs": best, "ch12.gemv.d2d_gbs": d2d_gbs}
+
+def headline(rows: list[dict], d2d_gbs: float) -> dict[str, float]:
+    """The chapter's GEMV ratios: geometric means over the 7B shapes, and the best bandwidth over D2D copy."""
+    seven = {f"{n}×{k}" for n, k in SHAPES_7B}
+    col = "× FP16 cuBLAS" if rows and "× FP16 cuBLAS" in rows[0] else "× fastest FP16"
+
+    def geo(kernel: str, column: str = col) -> float:
+        vals = [r[column] for r in rows if r["kernel"] == kernel and r["N×K"] in seven]
+        return timing.geomean(vals) if vals else float("nan")
+
+    w8, w4 = _course(rows, "w8a16"), _course(rows, "w4a16")
+    best = max(r["weight GB/s"] for r in rows if r["kernel"] in (w8, w4))
+    out = {"llm.gemv.w8a16_over_fp16": geo(w8), "llm.gemv.w4a16_over_fp16": geo(w4),
+           "llm.gemv.best_over_d2d": best / d2d_gbs, "ch12.gemv.tinygemm_over_fp16": geo("w4a16 tinygemm"),
+           "ch12.gemv.best_gbs": best, "ch12.gemv.d2d_gbs": d2d_gbs}
+    if any(r["kernel"] == "w4a16 tinygemm" for r in rows):
+        out["llm.gemv.w4a16_over_tinygemm"] = out["llm.gemv.w4a16_over_fp16"] / out["ch12.gemv.tinygemm_over_fp16"]
+    if col == "× FP16 cuBLAS":
+        out["ch12.gemv.w8a16_over_fastest_fp16"] = geo(w8, "× fastest FP16")
+        out["ch12.gemv.w4a16_over_fastest_fp16"] = geo(w4, "× fastest FP16")
+        out["ch12.gemv.fp16_cuda_over_cublas"] = geo("fp16 CUDA")
+    return {k: v for k, v in out.items() if math.isfinite(v)}
+
+
+def record_rows(rows: list[dict], table: str, prefix: str = "ch12.gemv") -> None:
+    """Record each row as <prefix>.<kernel>.<NxK> (µs), with its spread, the kernel key and the table's name."""
+    for r in rows:
+        extra = {k: r[k] for k in ("weight GB/s", "× FP16 cuBLAS", "× fastest FP16") if k in r}
+        bench.record(f"{prefix}.{r['kernel'].replace(' ', '_')}.{r['N×K'].replace('×', 'x')}", r["µs"], "µs",
+                     gbs=extra.get("weight GB/s"), speedup=extra.get("× FP16 cuBLAS", extra.get("× fastest FP16")),
+                     over_fastest_fp16=extra.get("× fastest FP16"), key=f"{r['key']} {r['N×K']}", table=table,
+                     **r["spread"])
 
 
 def diagnosis(rows: list[dict], d2d_gbs: float) -> str:
     """Each quantized kernel's weight bandwidth against the copy rate, and what that says limits it."""
     parts = []
-    for kernel, bits in (("w8a16 Triton", 8), ("w4a16 Triton", 4)):
+    for kernel, bits in ((_course(rows, "w8a16"), 8), (_course(rows, "w4a16"), 4)):
         sel = [r for r in rows if r["kernel"] == kernel]
         if not sel:
             continue
@@ -152,7 +206,7 @@ def diagnosis(rows: list[dict], d2d_gbs: float) -> str:
 MATHS = {0: "int-to-float convert", 1: "magic-number float trick", 2: "half2 PTX (two weights an instruction)"}
 
 
-def math_modes(n: int = 11008, k: int = 4096, repeats: int = 15) -> list[dict]:
+def math_modes(n: int = 11008, k: int = 4096, repeats: int = 15) -> list[dict]:  # the Triton kernels (lab 10)
     """The same weight bytes through each way of turning codes into math: if time falls, instructions were the limit."""
     gen = torch.Generator(device="cuda").manual_seed(7)
     w = (torch.randn(n, k, device="cuda", generator=gen) * 0.02).half()

@@ -1,0 +1,235 @@
+"""Chapter 12's path to a fast weight-only GEMV, measured: naive -> vector loads -> magic conversion -> rows per warp
+-> split-K, each step one change to the CUDA kernel of `helpers.kernels.wo_gemv`; and the same kernel at other group
+sizes and small batches.
+
+Each step's row says what the step changes in the counts that set the pace: load instructions per weight and bytes of
+activations read per byte of weights (both from the code), and, from an Nsight Compute run (`profile`), the
+instructions each weight costs and the bytes that really crossed DRAM, L2 and L1.
+
+    python -m helpers.chapters.ch12_language_models.path_bench --ncu-child N K   (what `profile` runs under ncu)
+
+Serves: chapter 12.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import shutil
+import subprocess
+import sys
+from typing import Any
+
+import torch
+
+from helpers import bench
+from helpers.chapters.ch12_language_models import gemv_bench, timing
+from helpers.kernels import wo_gemv as wg
+from helpers.quant import weight_only as wo
+from helpers.quant import wo_layout
+
+PATH_SHAPES = ((11008, 4096), (28672, 8192))
+GROUPS = (32, 64, 128)
+BATCHES = (1, 2, 4, 8)
+NCU_METRICS = ("smsp__inst_executed.sum", "dram__bytes_read.sum", "lts__t_bytes.sum", "l1tex__t_bytes.sum")
+
+
+def loads_per_weight(bits: int, step: str, rows: int) -> float:
+    """Load instructions per weight, from the code: weights, activations and (W4) scales."""
+    if step == "naive":  # a byte a load, one FP16 activation a load, W4: a scale a byte
+        return 2.0
+    per = 128 // bits  # weights a 16-byte load brings
+    x_loads = per * 2 // 16  # 16-byte activation loads per piece
+    return (rows * (2 if bits == 4 else 1) + x_loads) / (per * rows)
+
+
+def _step_weights(q: Any) -> dict[str, wg.WoWeight]:
+    """The weight in both layouts (the first steps read the natural one)."""
+    return {layout: wg.prepare(q, layout) for layout in wg.LAYOUTS}
+
+
+def path_calls(n: int, k: int) -> tuple[dict[str, list], dict[str, dict[str, Any]]]:
+    """Calls and row fields of every step for W8A16 and W4A16 g128, plus FP16 cuBLAS, at one shape."""
+    w, x = gemv_bench.random_layer(n, k)
+    y = torch.empty(n, device="cuda", dtype=torch.float16)
+    calls = {"fp16 cuBLAS": gemv_bench.cublas_calls(x[None, :], w)}
+    info = {"fp16 cuBLAS": {"kernel": "fp16", "step": "cuBLAS", "nbytes": w.numel() * 2, "key": "fp16 cuBLAS",
+                            "rows": 1}}
+    for kind, q in (("w8a16", wo.quantize_w8(w)), ("w4a16", wo.quantize_w4(w, gemv_bench.GROUP))):
+        ws = _step_weights(q)
+        tuned = wg.default_config(ws["magic"])
+        for step in wg.STEPS:
+            layout, cfg = wg.step_config(step, tuned.rows, tuned.split)
+            key, cs = gemv_bench.cuda_calls(x, ws[layout], cfg, y)
+            calls[f"{kind} {step}"] = cs
+            info[f"{kind} {step}"] = {"kernel": kind, "step": step, "nbytes": ws[layout].nbytes, "key": key,
+                                      "rows": cfg.rows}
+    return calls, info
+
+
+def path_table(shapes: tuple[tuple[int, int], ...] = PATH_SHAPES, rounds: int = timing.ROUNDS) -> list[dict]:
+    """One row per (shape, kind, step): µs with spread, GB/s, speed over cuBLAS and over the step before, counts."""
+    rows = []
+    for n, k in shapes:
+        calls, info = path_calls(n, k)
+        spreads = timing.interleaved(calls, rounds=rounds)
+        cublas = spreads["fp16 cuBLAS"].median
+        before: dict[str, float] = {}
+        for name, s in spreads.items():
+            i = info[name]
+            bits = {"fp16": 16, "w8a16": 8, "w4a16": 4}[i["kernel"]]
+            rows.append({"N×K": f"{n}×{k}", "kernel": i["kernel"], "step": i["step"], "µs": s.median,
+                         "weight GB/s": i["nbytes"] / s.median / 1e3, "× FP16 cuBLAS": cublas / s.median,
+                         "× step before": before.get(i["kernel"], s.median) / s.median,
+                         "loads / weight": None if bits == 16 else loads_per_weight(bits, i["step"], i["rows"]),
+                         "activation B / weight B": None if bits == 16 else
+                         wo_layout.traffic(bits, i["rows"])["activations"],
+                         "key": i["key"], "spread": s.extra()})
+            before[i["kernel"]] = s.median
+        del calls
+        torch.cuda.empty_cache()
+    return rows
+
+
+def record_path(rows: list[dict]) -> None:
+    """Record each row as ch12.path.<kind>.<step>.<NxK> (µs) with its counts and spread."""
+    for r in rows:
+        step = r["step"].replace(" ", "_").replace("-", "")
+        bench.record(f"ch12.path.{r['kernel']}.{step}.{r['N×K'].replace('×', 'x')}", r["µs"], "µs",
+                     gbs=r["weight GB/s"], speedup=r["× FP16 cuBLAS"], over_step_before=r["× step before"],
+                     loads_per_weight=r["loads / weight"], act_bytes_per_weight_byte=r["activation B / weight B"],
+                     key=f"{r['key']} {r['N×K']}", table="path", step=r["step"], kind=r["kernel"], **r["spread"])
+
+
+def stored_rows(prefix: str) -> list[dict]:
+    """Rows of a stored table (ch12.path., ch12.group., ch12.batch.) rebuilt from the H200 records."""
+    from helpers import reference
+
+    out = []
+    for r in reference.lookup_all(prefix):
+        row = {"record": r.name, "µs": r.value}
+        row.update({k: v for k, v in r.extra.items() if k not in ("key", "table")})
+        out.append(row)
+    return out
+
+
+def group_table(n: int = 11008, k: int = 4096, rounds: int = timing.ROUNDS) -> list[dict]:
+    """W4A16 at the group sizes chapter 12's quality table studies, beside FP16 cuBLAS: what smaller groups cost."""
+    w, x = gemv_bench.random_layer(n, k)
+    y = torch.empty(n, device="cuda", dtype=torch.float16)
+    calls, info = {"fp16 cuBLAS": gemv_bench.cublas_calls(x[None, :], w)}, {"fp16 cuBLAS": (w.numel() * 2, "fp16 cuBLAS")}
+    for g in GROUPS:
+        pw = wg.prepare(wo.quantize_w4(w, g))
+        key, calls[f"w4a16 g{g}"] = gemv_bench.cuda_calls(x, pw, out=y)
+        info[f"w4a16 g{g}"] = (pw.nbytes, key)
+    spreads = timing.interleaved(calls, rounds=rounds)
+    cublas = spreads["fp16 cuBLAS"].median
+    return [{"N×K": f"{n}×{k}", "kernel": name, "µs": s.median, "bits a weight": info[name][0] * 8 / (n * k),
+             "weight GB/s": info[name][0] / s.median / 1e3, "× FP16 cuBLAS": cublas / s.median,
+             "key": info[name][1], "spread": s.extra()} for name, s in spreads.items()]
+
+
+def batch_table(n: int = 11008, k: int = 4096, batches: tuple[int, ...] = BATCHES,
+                rounds: int = timing.ROUNDS) -> list[dict]:
+    """FP16 cuBLAS, W8A16 and W4A16 (CUDA) and tinygemm at batch M = 1..8: the weights are read once for M rows."""
+    w, _ = gemv_bench.random_layer(n, k)
+    q4 = wo.quantize_w4(w, gemv_bench.GROUP)
+    pws = {"w8a16 CUDA": wg.prepare(wo.quantize_w8(w)), "w4a16 CUDA": wg.prepare(q4)}
+    packed, sz = gemv_bench.tinygemm_weight(q4)
+    calls, keys = {}, {}
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    for m in batches:
+        x = torch.randn(m, k, device="cuda", generator=gen).half()
+        calls[f"fp16 cuBLAS m{m}"], keys[f"fp16 cuBLAS m{m}"] = gemv_bench.cublas_calls(x, w), "fp16 cuBLAS"
+        for name, pw in pws.items():
+            y = torch.empty(m, n, device="cuda", dtype=torch.float16)
+            keys[f"{name} m{m}"], calls[f"{name} m{m}"] = gemv_bench.cuda_calls(x if m > 1 else x[0], pw, out=y if m > 1 else y[0])
+        xb = x.to(torch.bfloat16)
+        tiny = [(packed, sz)] + [(packed.clone(), sz.clone()) for _ in range(gemv_bench.copies_for(packed.numel() * packed.element_size()) - 1)]
+        calls[f"w4a16 tinygemm m{m}"] = [lambda p=p, s=s, xb=xb: gemv_bench.tinygemm_linear(xb, p, s) for p, s in tiny]
+        keys[f"w4a16 tinygemm m{m}"] = "w4a16 tinygemm"
+    spreads = timing.interleaved(calls, rounds=rounds)
+    rows = []
+    for name, s in spreads.items():
+        kernel, m = name.rsplit(" m", 1)
+        base = spreads[f"fp16 cuBLAS m{m}"].median
+        rows.append({"N×K": f"{n}×{k}", "M": int(m), "kernel": kernel, "µs": s.median, "× FP16 cuBLAS": base / s.median,
+                     "key": keys[name], "spread": s.extra()})
+    return rows
+
+
+def record_table(rows: list[dict], prefix: str, table: str) -> None:
+    """Record the group or batch rows as <prefix>.<kernel>[.m<M>].<NxK> (µs) with spread and key."""
+    for r in rows:
+        m = f".m{r['M']}" if "M" in r else ""
+        key = f"{r['key']} {r['N×K']}" + (f" m{r['M']}" if r.get("M", 1) > 1 else "")
+        bench.record(f"{prefix}.{r['kernel'].replace(' ', '_')}{m}.{r['N×K'].replace('×', 'x')}", r["µs"], "µs",
+                     speedup=r["× FP16 cuBLAS"], key=key, table=table, kernel=r["kernel"], batch=r.get("M", 1),
+                     bits_per_weight=r.get("bits a weight"), **r["spread"])
+
+
+def _child_runs(n: int, k: int) -> list[tuple[str, wg.WoWeight, wg.Config]]:
+    """The kernels `profile` measures, in launch order: every step of W8A16 and W4A16, then FP16."""
+    w, _ = gemv_bench.random_layer(n, k)
+    runs = []
+    for kind, q in (("w8a16", wo.quantize_w8(w)), ("w4a16", wo.quantize_w4(w, gemv_bench.GROUP))):
+        ws = _step_weights(q)
+        tuned = wg.default_config(ws["magic"])
+        for step in wg.STEPS:
+            layout, cfg = wg.step_config(step, tuned.rows, tuned.split)
+            runs.append((f"{kind} {step}", ws[layout], cfg))
+    pw = wg.prepare(w)
+    runs.append(("fp16 CUDA", pw, wg.default_config(pw)))
+    return runs
+
+
+def ncu_child(n: int, k: int) -> None:
+    """Launch each profiled kernel twice (a warm-up, then the one ncu measures: --launch-skip skips the first)."""
+    _, x = gemv_bench.random_layer(n, k)
+    runs = _child_runs(n, k)
+    for _ in range(2):
+        for _, pw, cfg in runs:
+            wg.gemv(x, pw, config=cfg)
+        torch.cuda.synchronize()
+
+
+def profile(n: int = 11008, k: int = 4096, timeout: int = 240) -> list[dict]:
+    """Nsight Compute counts of every path kernel: instructions per weight and DRAM/L2/L1 bytes per weight byte."""
+    from helpers.errors import InputError
+
+    ncu = shutil.which("ncu")
+    if ncu is None:
+        raise InputError("ncu (Nsight Compute) is not on PATH; install the CUDA toolkit's nsight-compute.")
+    count = len(wg.STEPS) * 2 + 1
+    cmd = [ncu, "--csv", "--metrics", ",".join(NCU_METRICS), "-k", "regex:wo_", "--launch-skip", str(count),
+           "--launch-count", str(count), sys.executable, "-m", __name__, "--ncu-child", str(n), str(k)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    text = done.stdout[done.stdout.find('"ID"'):]
+    by: dict[int, dict[str, float]] = {}
+    for r in csv.DictReader(io.StringIO(text)):
+        by.setdefault(int(r["ID"]), {})[r["Metric Name"]] = float(r["Metric Value"].replace(",", ""))
+    rows = []
+    for i, (name, pw, cfg) in enumerate(_child_runs(n, k) if by else []):
+        m = by[i]
+        wbytes = n * k * pw.bits / 8
+        rows.append({"N×K": f"{n}×{k}", "kernel": name, "instructions / weight": m[NCU_METRICS[0]] * 32 / (n * k),
+                     "DRAM B / weight B": m[NCU_METRICS[1]] / wbytes, "L2 B / weight B": m[NCU_METRICS[2]] / wbytes,
+                     "L1 B / weight B": m[NCU_METRICS[3]] / wbytes})
+    if not rows:
+        raise InputError(f"ncu gave no counts (exit {done.returncode}): {done.stderr[-300:]}")
+    return rows
+
+
+def record_profile(rows: list[dict]) -> None:
+    """Record each profiled kernel as ch12.path_ncu.<kernel> (instructions per weight) with its byte ratios."""
+    for r in rows:
+        bench.record(f"ch12.path_ncu.{r['kernel'].replace(' ', '_').replace('-', '')}.{r['N×K'].replace('×', 'x')}",
+                     r["instructions / weight"], "inst/weight", dram=r["DRAM B / weight B"], l2=r["L2 B / weight B"],
+                     l1=r["L1 B / weight B"])
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--ncu-child":
+        ncu_child(int(sys.argv[2]), int(sys.argv[3]))
+    else:
+        print(__doc__)

@@ -1,0 +1,85 @@
+"""Chapter 12's GPU timing: L2-defeating weight copies, one CUDA graph per kernel, kernels interleaved over rounds.
+
+A decoding step reads each layer's weights once, never from cache, so each timed kernel walks through enough copies
+of its weight to exceed the L2 cache several times; the calls are captured back to back in one CUDA graph, so that
+Python's launch gaps do not count. Every table then times its kernels *interleaved*: round after round, each graph
+is replayed once in turn (the order rotating), so that a clock or temperature change touches every kernel alike.
+The result keeps the spread: median, quartiles, min and max over the rounds, stored with each record.
+
+Serves: chapter 12.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+L2_BYTES = 50 * 2**20  # H100/H200 L2 cache
+ROUNDS = 7
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Microseconds per call over the rounds: median, quartiles, min, max."""
+
+    samples_us: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        """Median µs per call."""
+        return statistics.median(self.samples_us)
+
+    def quartiles(self) -> tuple[float, float]:
+        """(first, third) quartile, µs."""
+        q = statistics.quantiles(self.samples_us, n=4, method="inclusive") if len(self.samples_us) > 1 else \
+            [self.samples_us[0]] * 3
+        return q[0], q[2]
+
+    def extra(self) -> dict[str, Any]:
+        """The spread as record fields."""
+        q1, q3 = self.quartiles()
+        return {"min_us": min(self.samples_us), "max_us": max(self.samples_us), "q1_us": q1, "q3_us": q3,
+                "rounds": len(self.samples_us)}
+
+
+def copies_for(nbytes: int, target: int = 6 * L2_BYTES, most: int = 96) -> int:
+    """How many weight copies make the bytes read in one replay several times the L2 cache."""
+    return max(2, min(most, math.ceil(target / max(nbytes, 1))))
+
+
+def graph(fn: Callable[[], Any]) -> Callable[[], Any]:
+    """Capture fn in a CUDA graph (warmed up first); return its replay."""
+    from helpers.chapters.ch09_deployment.workloads import cuda_graph
+
+    return cuda_graph(fn)
+
+
+def interleaved(calls: dict[str, list[Callable[[], Any]]], rounds: int = ROUNDS, replays: int = 3) -> dict[str, Spread]:
+    """µs per call of each list of calls (one graph each), timed round-robin over `rounds` rounds."""
+    import torch
+
+    graphs = {name: (graph(lambda cs=cs: [c() for c in cs]), len(cs)) for name, cs in calls.items()}
+    for g, _ in graphs.values():
+        g()
+    torch.cuda.synchronize()
+    names = list(graphs)
+    samples: dict[str, list[float]] = {n: [] for n in names}
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for i in range(rounds):
+        for name in names[i % len(names):] + names[:i % len(names)]:  # rotate the order each round
+            g, n = graphs[name]
+            start.record()
+            for _ in range(replays):
+                g()
+            stop.record()
+            stop.synchronize()
+            samples[name].append(start.elapsed_time(stop) * 1e3 / replays / n)
+    return {n: Spread(tuple(v)) for n, v in samples.items()}
+
+
+def geomean(values: list[float]) -> float:
+    """Geometric mean of positive numbers."""
+    return math.exp(sum(math.log(v) for v in values) / len(values))

@@ -1,0 +1,74 @@
+"""Command line for instructors:
+
+    python -m helpers.grading.batch generate                          labs/ and the visible cases from solutions/
+    python -m helpers.grading.batch grade SUBMISSIONS... --out DIR    grade notebooks or folders (--help for options)
+    python -m helpers.grading.batch release [--out DIR]               what students receive, as a folder and a .tar.gz
+
+generate writes this course's generated files only (labs/NAME.ipynb for each solutions/NAME.ipynb, and each
+lab's visible.json), whatever the working folder. grade and release follow helpers.cli's output contract:
+--out must be new, empty or their own earlier output, and never the course folder, its solutions/ (or the
+--solutions given), a repository, or a folder holding files they did not write. Bad input, an unknown
+option included, is one line on stderr and exit status 2.
+
+Serves: instructors (lab generation, batch grading, the student release).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from helpers import cli
+from helpers.errors import InputError
+
+PROG = "python -m helpers.grading.batch"
+
+
+def _generate(argv: list[str]) -> int:
+    """generate (no options)."""
+    cli.Parser(prog=f"{PROG} generate", description="labs/ and the visible cases from solutions/").parse_args(argv)
+    from helpers.grading.batch import visible
+    from helpers.grading.batch.labgen import generate
+
+    for p in generate() + visible.write_all():
+        print(f"wrote {p}")
+    return 0
+
+
+def _grade(argv: list[str]) -> int:
+    """grade SUBMISSIONS... --out DIR [options] (parsed by helpers.grading.batch.grade)."""
+    from helpers.grading.batch.grade import main as grade_main
+
+    return grade_main(argv)
+
+
+def _release(argv: list[str]) -> int:
+    """release [--out DIR]."""
+    from helpers.grading.batch import release
+
+    ap = cli.Parser(prog=f"{PROG} release", description="what students receive, as a folder and a .tar.gz beside it")
+    ap.add_argument("--out", type=Path, default=cli.COURSE / "artifacts" / "release",
+                    help="a new or empty folder, or an earlier release (default: artifacts/release)")
+    folder, archive = release.build(ap.parse_args(argv).out)
+    print(f"wrote {folder} and {archive}")
+    return 0
+
+
+VERBS = {"generate": _generate, "grade": _grade, "release": _release}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Dispatch to generate, grade or release; bad input is one line on stderr and exit status 2."""
+    def dispatch(args: list[str]) -> int:
+        if not args or args[0] in ("-h", "--help"):
+            print(__doc__)
+            return 0
+        if args[0] not in VERBS:
+            raise InputError(f"unknown command {args[0]!r}: use generate, grade or release. See: {PROG} --help")
+        return VERBS[args[0]](args[1:])
+
+    return cli.run(dispatch, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

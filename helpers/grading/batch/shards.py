@@ -1,0 +1,114 @@
+"""One batch spread over many machines: sharded runs, then one merge.
+
+    python -m helpers.grading.batch grade subs/ --shard I/N --out grades/shard-I    # on each machine, I = 0..N-1
+    python -m helpers.grading.batch grade --merge grades/shard-* --out grades/       # once, when all are done
+
+Every shard discovers the same submissions in the same order (the same folder, read-only, e.g. on a
+shared file system) and grades every N-th one, starting at the I-th; it calibrates the labs it
+has on its own machine, as a local run does, so a shard's verdicts are those a local run gives.
+Slurm job arrays (``--array=0-N-1``, I from ``$SLURM_ARRAY_TASK_ID``) and Kubernetes indexed jobs
+(``completions: N``, I from ``$JOB_COMPLETION_INDEX``) start them; a shard that stopped resumes like
+any batch. The merge checks that the N shards are one batch, all there and complete, and writes the
+gradebook, the summary and the feedback in the order a local run writes them.
+
+Serves: instructors (batch grading at class scale).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+
+from helpers.errors import InputError
+from helpers.grading.batch.gradebook import Graded
+from helpers.grading.batch.submissions import Submission
+
+BATCH = "batch.json"  # in a shard's state folder: which submissions of the batch it owns
+SHARD = re.compile(r"^(\d+)/(\d+)$")
+
+
+def parse(text: str) -> tuple[int, int]:
+    """`I/N` (0 <= I < N) as (I, N)."""
+    m = SHARD.match(text.strip())
+    if not m or int(m[2]) < 1 or int(m[1]) >= int(m[2]):
+        raise InputError(f"--shard {text!r}: give I/N with N shards in all and 0 <= I < N, e.g. --shard 0/4 "
+                         f"(Slurm: --shard $SLURM_ARRAY_TASK_ID/N with --array=0-(N-1)).")
+    return int(m[1]), int(m[2])
+
+
+def select(subs: list[Submission], shard: tuple[int, int] | None) -> tuple[list[Submission], list[int]]:
+    """This shard's submissions and their places in the whole batch (all of them without a shard)."""
+    if shard is None:
+        return subs, list(range(len(subs)))
+    i, n = shard
+    places = list(range(i, len(subs), n))
+    return [subs[k] for k in places], places
+
+
+def save(state: Path, shard: tuple[int, int] | None, places: list[int], total: int, subs: list[Submission]) -> None:
+    """Record which part of the batch this run is (read by the merge)."""
+    state.mkdir(parents=True, exist_ok=True)
+    data = {"shard": list(shard) if shard else [0, 1], "total": total,
+            "submissions": [{"place": k, "path": str(s.path)} for k, s in zip(places, subs)]}
+    (state / BATCH).write_text(json.dumps(data), encoding="utf-8")
+
+
+def _load(folder: Path, state: str) -> tuple[dict, list[dict]]:
+    """(batch.json, results.json) of one shard's output folder."""
+    try:
+        batch = json.loads((folder / state / BATCH).read_text(encoding="utf-8"))
+        rows = json.loads((folder / state / "results.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raise InputError(f"{folder} is not the output of a grade run with --shard (no {state}/{BATCH} and "
+                         f"results.json): pass the folders the shards wrote.") from None
+    return batch, rows
+
+
+def collect(folders: list[Path], state: str) -> tuple[list[Graded], list[str]]:
+    """Every graded submission of the shards, in the batch's order; and their resume keys."""
+    from helpers.grading.batch.jobs import result_from_dict
+
+    if not folders:
+        raise InputError("--merge needs the output folders of the shards, e.g. --merge grades/shard-*.")
+    seen: dict[int, Path] = {}
+    placed: dict[int, Graded] = {}
+    keys: dict[int, str] = {}
+    totals = set()
+    for folder in folders:
+        batch, rows = _load(folder, state)
+        i, n = batch["shard"]
+        if i in seen:
+            raise InputError(f"{folder} and {seen[i]} are both shard {i}/{n}; pass each shard once.")
+        seen[i] = folder
+        totals.add((n, batch["total"]))
+        by_path = {r["path"]: r for r in rows}
+        missing = [s["path"] for s in batch["submissions"] if s["path"] not in by_path]
+        if missing:
+            raise InputError(f"shard {i}/{n} in {folder} is not complete ({len(missing)} of "
+                             f"{len(batch['submissions'])} not graded, e.g. {Path(missing[0]).name}); run it again "
+                             f"(it resumes), then merge.")
+        for s in batch["submissions"]:
+            r = by_path[s["path"]]
+            sol = r.get("solution")
+            sub = Submission(Path(r["path"]), r.get("student", ""), r["lab"], Path(sol) if sol else None)
+            placed[s["place"]] = Graded(sub, result_from_dict(r["result"]))
+            keys[s["place"]] = r.get("sha256", "")
+    if len(totals) != 1:
+        raise InputError(f"the folders are not shards of one batch (shard counts and sizes {sorted(totals)}); "
+                         f"pass the shards of one run.")
+    n, total = totals.pop()
+    absent = sorted(set(range(n)) - set(seen))
+    if absent:
+        raise InputError(f"shard {absent[0]}/{n} is missing ({len(seen)} of {n} given); pass every shard's folder.")
+    if sorted(placed) != list(range(total)):
+        raise InputError(f"the shards hold {len(placed)} of the batch's {total} submissions; run the missing ones.")
+    return [placed[k] for k in range(total)], [keys[k] for k in range(total)]
+
+
+def state_row(g: Graded, key: str) -> dict:
+    """The resumable record of one graded submission (also what the merge reads)."""
+    s = g.submission
+    return {"path": str(s.path), "sha256": key, "lab": s.lab, "student": s.student,
+            "solution": str(s.solution) if s.solution else "", "result": dataclasses.asdict(g.result)}

@@ -1,0 +1,249 @@
+"""Lab 11 on the student's side: run a GEMM kernel traced in the simulator and judge values, data races, tile
+reuse, coalescing and bank conflicts; the GPU speed checks; and what the lab shows (simulator profile, GPU
+timings, stored H200 numbers).
+
+Tiled kernels read the global TILE: the checks run them with TILE = 8
+(helpers.kernels.pytwin), the GPU timings compile them with larger tiles. No answers live here (the specs and
+hidden cases are the answer key's).
+
+Serves: lab 11.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from helpers.grading import kernel_perf, traced
+from helpers.grading.compare import BadAnswer, compare_arrays
+from helpers.grading.traced import Run, decode, launch, race_free, reads_only, values
+from helpers.kernels import gemm, pytwin, races
+
+SIM_TILE = 8  # 64 threads a block: a few blocks stay fast in the simulator
+
+
+GPU_TILE = 16  # the speed checks compile your kernel with this tile
+
+
+GPU_N = 2048  # speed checks: 2048³ GEMMs
+
+
+FP32_NAMES, INT8_NAMES = ("a", "b", "c"), ("a4", "b4", "out", "m0", "shift")
+
+
+def global_loads(run: Run, operands: tuple[int, ...] = (0, 1)) -> int:
+    """Global-memory reads of the operand arrays (by argument position among the arrays)."""
+    return sum(1 for a in run.trace.accesses if a.space == "global" and not a.write and a.array in operands)
+
+
+def tile_reuse(run: Run, tile: int) -> None:
+    """Fail unless each block reads each element of its A and B tiles from global memory once a phase."""
+    blocks = len({a.block for a in run.trace.accesses})
+    loads = global_loads(run)
+    if loads > 2 * tile * tile * math.ceil(run.k / tile) * blocks:
+        raise AssertionError(
+            f"the values are right, but your kernel reads A and B {loads / run.out.size:.1f} times per output "
+            f"element from global memory. A naive kernel reads 2K = {2 * run.k}; one that loads each "
+            f"{tile}x{tile} tile once per block and reuses it from shared memory reads 2K/TILE = "
+            f"{2 * run.k / tile:g}.")
+
+
+def run_naive(fn: Any, a: np.ndarray, b: np.ndarray) -> dict:
+    """gemm_naive[(ceil(N/32), ceil(M/8)), (32, 8)](a, b, c), traced."""
+    blocks, threads = gemm.naive_grid(a.shape[0], b.shape[1])
+    c = np.zeros((a.shape[0], b.shape[1]), np.float32)
+    return {**launch(fn, blocks, threads, (a, b, c), 2), "k": a.shape[1]}
+
+
+def run_tiled(fn: Any, a: np.ndarray, b: np.ndarray) -> dict:
+    """gemm_tiled[(ceil(N/TILE), ceil(M/TILE)), (TILE, TILE)](a, b, c) with TILE = 8, traced."""
+    blocks, threads = gemm.tiled_grid(a.shape[0], b.shape[1], SIM_TILE)
+    c = np.zeros((a.shape[0], b.shape[1]), np.float32)
+    return {**launch(fn, blocks, threads, (a, b, c), 2, TILE=SIM_TILE), "k": a.shape[1]}
+
+
+def run_int8(fn: Any, a: np.ndarray, b: np.ndarray, m0: np.ndarray, shift: np.ndarray, zero_point: int) -> dict:
+    """Pack a and b to words; gemm_int8[(ceil(N/TILE), ceil(M/TILE)), (TILE, TILE)] with TILE = 8, traced."""
+    a4, b4 = gemm.pack_rows(a), gemm.pack_cols(b)
+    blocks, threads = gemm.tiled_grid(a.shape[0], b.shape[1], SIM_TILE)
+    out = np.zeros((a.shape[0], b.shape[1]), np.int8)
+    args = (a4, b4, out, np.asarray(m0, np.int64), np.asarray(shift, np.int64), int(zero_point))
+    return {**launch(fn, blocks, threads, args, 2, TILE=SIM_TILE), "k": a4.shape[1]}
+
+
+def run_dp4a(fn: Any, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Your dp4a on every (a, b, c), with numpy int32 words (as in a kernel) and with 64-bit integers."""
+    py = pytwin.simulator_device(fn)
+    out = []
+    for kind in (np.int32, int):
+        res = [py(kind(x), kind(y), kind(z)) for x, y, z in zip(a, b, c)]
+        if any(r is None for r in res):
+            raise BadAnswer("your dp4a returned None: return the new accumulator.")
+        out.append(np.array([int(r) for r in res], np.int64))
+    return out[0], out[1]
+
+
+def compare_naive(got: Any, expected: np.ndarray) -> None:
+    """Exact values, then coalesced accesses."""
+    run = decode(got, FP32_NAMES)
+    values(run, expected)
+    traced.coalesced(run.trace)
+
+
+def compare_tiled(got: Any, expected: np.ndarray) -> None:
+    """Exact values, no races, tile reuse, coalesced global accesses, conflict-free shared memory."""
+    run = decode(got, FP32_NAMES)
+    values(run, expected)
+    race_free(run)
+    tile_reuse(run, SIM_TILE)
+    traced.coalesced(run.trace)
+    traced.conflict_free(run.trace)
+
+
+def compare_int8(got: Any, expected: np.ndarray) -> None:
+    """Bit-exact int8 (saturation included), no races, tile reuse, coalesced loads, no bank conflicts."""
+    run = decode(got, INT8_NAMES)
+    values(run, expected)
+    race_free(run)
+    tile_reuse(run, SIM_TILE)
+    traced.coalesced(reads_only(run.trace))
+    traced.conflict_free(run.trace)
+
+
+def compare_dp4a(got: Any, expected: np.ndarray) -> None:
+    """Exact with 32-bit words; then the same with 64-bit integers (how numba computes on a GPU)."""
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        raise BadAnswer("the dp4a run sent no results.")
+    compare_arrays(np.asarray(got[0]), expected, True, 0, 0)
+    try:
+        compare_arrays(np.asarray(got[1]), expected, True, 0, 0)
+    except AssertionError as err:
+        raise AssertionError(
+            "right with 32-bit integers, wrong with 64-bit ones. On a GPU numba computes a << 24 in 64 bits, "
+            "so a sign extension that relies on 32-bit wrap-around fails there. Extract each byte with a "
+            f"mask and give bytes of 128..255 their negative value. With 64-bit integers: {err}") from None
+
+
+def _fp32_device(n: int) -> tuple[Any, Any, Any]:
+    """GPU arrays a, b (n x n, integer-valued float32) and c."""
+    from numba import cuda
+
+    rng = np.random.default_rng(0)
+    return (cuda.to_device(gemm.integer_floats(rng, (n, n))), cuda.to_device(gemm.integer_floats(rng, (n, n))),
+            cuda.device_array((n, n), np.float32))
+
+
+def perf_naive(fn: Any) -> tuple[float, float, str]:
+    """Your naive kernel vs the reference naive kernel, 2048³, same run."""
+    a, b, c = _fp32_device(GPU_N)
+    blocks, threads = gemm.naive_grid(GPU_N, GPU_N)
+    return kernel_perf.perf_ratio(lambda: fn[blocks, threads](a, b, c),
+                                  lambda: gemm.gemm_naive[blocks, threads](a, b, c), 0.8, f"{GPU_N}³ FP32 GEMM")
+
+
+def perf_tiled(fn: Any) -> tuple[float, float, str]:
+    """Your tiled kernel vs the reference tiled kernel, both compiled with TILE = 16, 2048³."""
+    a, b, c = _fp32_device(GPU_N)
+    blocks, threads = gemm.tiled_grid(GPU_N, GPU_N, GPU_TILE)
+    mine, ref = pytwin.gpu_kernel(fn, TILE=GPU_TILE), gemm.tiled(GPU_TILE)
+    return kernel_perf.perf_ratio(lambda: mine[blocks, threads](a, b, c), lambda: ref[blocks, threads](a, b, c),
+                                  0.8, f"{GPU_N}³ FP32 GEMM, TILE = {GPU_TILE}")
+
+
+def perf_int8(fn: Any) -> tuple[float, float, str]:
+    """Your INT8 kernel vs the reference one, both with TILE = 16, 2048³."""
+    from numba import cuda
+
+    a, b, m0, shift, zp = gemm.int8_problem(np.random.default_rng(0), GPU_N, GPU_N, GPU_N, 0)
+    a4, b4 = cuda.to_device(gemm.pack_rows(a)), cuda.to_device(gemm.pack_cols(b))
+    out, m0d, sd = cuda.device_array((GPU_N, GPU_N), np.int8), cuda.to_device(m0), cuda.to_device(shift)
+    blocks, threads = gemm.tiled_grid(GPU_N, GPU_N, GPU_TILE)
+    mine, ref = pytwin.gpu_kernel(fn, TILE=GPU_TILE), gemm.tiled_int8(GPU_TILE)
+    return kernel_perf.perf_ratio(lambda: mine[blocks, threads](a4, b4, out, m0d, sd, zp),
+                                  lambda: ref[blocks, threads](a4, b4, out, m0d, sd, zp), 0.8,
+                                  f"{GPU_N}³ INT8 GEMM, TILE = {GPU_TILE}")
+
+
+KINDS = {"naive": "naive (yours)", "tiled": "tiled (yours)", "int8_t": "INT8 (yours)", "dp4a_cu": "dp4a.cu",
+         "torch_fp32": "cuBLAS FP32", "int_mm": "cuBLAS INT8"}
+
+
+def simulated_profile(naive: Any, tiled: Any, int8: Any) -> list[dict]:
+    """Your three kernels traced on one small GEMM: global loads per output, sectors per load, conflicts, races."""
+    from helpers.perf import access_patterns
+
+    rng = np.random.default_rng(119)
+    a, b = gemm.integer_floats(rng, (8, 16)), gemm.integer_floats(rng, (16, 16))
+    runs = [("naive", run_naive(naive, a, b), FP32_NAMES, "2K = 32"),
+            ("tiled", run_tiled(tiled, a, b), FP32_NAMES, "2K/TILE = 4"),
+            ("INT8 (K = 64 int8 = 16 words)", run_int8(int8, *gemm.int8_problem(rng, 8, 16, 64, 0)), INT8_NAMES,
+             "2K/TILE = 4 words")]
+    rows = []
+    for label, got, names, ideal in runs:
+        run = decode(got, names)
+        loads = access_patterns.summarize(reads_only(run.trace))
+        rows.append({"kernel": label, "global loads of A, B per output": f"{global_loads(run) / run.out.size:g}",
+                     "ideal": ideal, "sectors per warp load (ideal)":
+                         f"{loads['sectors_per_request']:.1f} ({loads['ideal_sectors_per_request']:.1f})",
+                     "worst bank conflict": access_patterns.summarize(run.trace)["worst_bank_conflict"],
+                     "data races": len(races.find_races(run.trace, run.log))})
+    return rows
+
+
+def _kind(key: str) -> str:
+    """The legend group of a step key."""
+    return next(v for k, v in KINDS.items() if key.startswith(k))
+
+
+def _roofline(points: list[Any], peak: float, bandwidth: float, device: str | None, note: str) -> Any:
+    """The steps on the roofline: measured cuBLAS FP32 as the compute roof, the FP32 spec dotted."""
+    from helpers.perf import gemm as perf_gemm
+    from helpers.perf import roofline
+
+    return roofline.plot(points, peak, bandwidth, title="Lab 11: your GEMM kernels on the roofline",
+                         device=device, note=note, spec_tflops=perf_gemm.spec_peak("fp32", device))
+
+
+def measure_and_show(naive: Any, tiled: Any, int8: Any) -> dict[str, float]:
+    """GPU: time every step, record lab11.* (throughputs and speed-ups), show a table and the roofline."""
+    from helpers import bench, tables
+    from helpers.device import device_label
+    from helpers.labs.lab11_gemm_kernels import bench as gemm_bench
+    from helpers.perf import roofline
+
+    print(f"Checking and timing {gemm_bench.N}³ GEMMs (each kernel compiles first)...")
+    steps = gemm_bench.measure(naive, tiled, int8)
+    speedups = gemm_bench.record(steps)
+    bandwidth = roofline.measure_bandwidth_gbs("cuda", nbytes=1 << 30, repeats=5)
+    bench.record("lab11.bandwidth_gbs", bandwidth, "GB/s")
+    tables.show([{"kernel": s.label, "ms": f"{s.seconds * 1e3:.2f}", "TFLOP/s or TOPS": f"{s.tops:.1f}"}
+                 for s in steps], caption=f"{gemm_bench.N}³ GEMMs, measured now, every result checked exact")
+    for name, value in speedups.items():
+        print(f"{name}: {value:.2f}×")
+    points = [roofline.RoofPoint(s.label, _kind(s.key), s.ops, s.bytes, s.seconds) for s in steps]
+    _roofline(points, gemm_bench.best(steps, "torch_fp32").tops, bandwidth, device_label(), "measured now")
+    return speedups
+
+
+def show_stored() -> None:
+    """No GPU: the stored timings of this lab (labelled with device and date), or say that none are stored."""
+    from helpers import reference
+    from helpers.labs.lab11_gemm_kernels import bench as gemm_bench
+    from helpers.perf import roofline
+
+    recs = {r.name: r for r in reference.lookup_all("lab11.")}
+    if not recs:
+        print("No GPU timings of lab 11 are stored yet (reference/h200/results.json has no lab11.* record); "
+              "the next GPU reference run adds them.")
+        return
+    first = next(iter(recs.values()))
+    print(f"Stored GPU timings of the solution's kernels ({first.device}, {first.date}):")
+    reference.show([n for n in recs if n.endswith("_tops")] + [n for n in gemm_bench.SPEEDUPS if n in recs])
+    tops = [r for n, r in recs.items() if n.endswith("_tops") and r.extra.get("ops")]
+    fp32, bw = recs.get("lab11.torch_fp32_tops"), recs.get("lab11.bandwidth_gbs")
+    if tops and fp32 and bw:
+        points = [roofline.RoofPoint(r.extra.get("label", r.name), _kind(r.name[len("lab11."):]), r.extra["ops"],
+                                     r.extra["bytes"], r.extra["ops"] / (r.value * 1e12)) for r in tops]
+        _roofline(points, fp32.value, bw.value, first.device, f"stored reference, {first.date}")

@@ -1,0 +1,126 @@
+"""Lab 12 on the student's side: run a histogram kernel traced in the simulator (the shared traced runs),
+judge exact counts, data races, privatised bins and the calibrators' amax; the GPU speed checks; and what
+the lab shows (amax from your kernel, GPU timings, stored H200 numbers). No answers live here.
+
+Serves: lab12.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from helpers.grading import kernel_perf
+from helpers.grading.traced import Run, decode, launch, race_free, values
+from helpers.kernels import histogram
+
+NAMES = ("x", "counts")
+SPEEDUPS = {"lab12.shared_over_global": ("shared", "global"), "lab12.shared_over_histc": ("shared", "torch_histc")}
+
+
+def run(fn: Any, x: np.ndarray, num_bins: int) -> dict:
+    """kernel[blocks, 256](x, counts, width), traced; the bin width is the course Histogram's."""
+    width = np.float64(histogram.reference(x, num_bins).bin_width)
+    blocks, threads = histogram.grid(x.size)
+    return launch(fn, blocks, threads, (x, np.zeros(num_bins, np.int32), width), 1)
+
+
+def same_amax(run_: Run, expected: dict) -> None:
+    """Fail unless the calibrators give the same amax from your counts as from the course's histogram."""
+    yours = histogram.amaxes(histogram.from_counts(run_.out, float(expected["max_abs"])))
+    bad = {k: (yours[k], v) for k, v in expected["amax"].items() if yours[k] != v}
+    if bad:
+        raise AssertionError(f"your counts give other amax values (yours, expected): {bad}.")
+
+
+def privatised(run_: Run) -> None:
+    """Fail unless bins are counted in shared memory and global memory gets at most one update per bin a block."""
+    updates = sum(1 for a in run_.trace.accesses if a.space == "global" and a.write)
+    blocks = len({a.block for a in run_.trace.accesses})
+    nbins, n = run_.out.size, int(run_.out.sum())
+    if not any(a.space == "shared" for a in run_.trace.accesses) or updates > blocks * nbins:
+        raise AssertionError(
+            f"the counts are right, but your kernel made {updates} updates to global bins for {n} values. "
+            f"Count in a block's own bins in shared memory, then add each bin to global memory once: at "
+            f"most {blocks} blocks x {nbins} bins = {blocks * nbins} updates.")
+
+
+def compare_global(got: Any, expected: dict) -> None:
+    """Exact counts, no races, same calibrated amax."""
+    r = decode(got, NAMES)
+    values(r, expected["counts"])
+    race_free(r)
+    same_amax(r, expected)
+
+
+def compare_shared(got: Any, expected: dict) -> None:
+    """Exact counts, no races, privatised bins, same calibrated amax."""
+    r = decode(got, NAMES)
+    values(r, expected["counts"])
+    race_free(r)
+    privatised(r)
+    same_amax(r, expected)
+
+
+def _perf(fn: Any, variant: str) -> tuple[float, float, str]:
+    """Your histogram kernel vs the reference of the same kind, 16M values into 2048 bins."""
+    from numba import cuda
+
+    x = histogram.activations(np.random.default_rng(0), histogram.GPU_N)
+    width = histogram.reference(x, histogram.MAX_BINS).bin_width
+    xd, counts = cuda.to_device(x), cuda.device_array(histogram.MAX_BINS, np.int32)
+    blocks, threads = histogram.grid(histogram.GPU_N)
+    ref = histogram.KERNELS[variant]
+    return kernel_perf.perf_ratio(lambda: fn[blocks, threads](xd, counts, width),
+                                  lambda: ref[blocks, threads](xd, counts, width), 0.8,
+                                  f"16M values, {histogram.MAX_BINS} bins ({variant} reference)")
+
+
+def perf_global(fn: Any) -> tuple[float, float, str]:
+    """Speed against the global-atomics reference."""
+    return _perf(fn, "global")
+
+
+def perf_shared(fn: Any) -> tuple[float, float, str]:
+    """Speed against the shared-bins reference."""
+    return _perf(fn, "shared")
+
+
+def calibrated(kernel: Any, x: np.ndarray, num_bins: int) -> list[dict]:
+    """Run your kernel (simulator or GPU) on x; the calibrators' amax from its counts and from the course's own."""
+    ref = histogram.reference(x, num_bins)
+    counts = histogram.numba_histogram(x, np.zeros(num_bins, np.int32), ref.bin_width, kernel=kernel)
+    yours = histogram.amaxes(histogram.from_counts(counts, ref.max_seen))
+    return [{"calibrator": k, "amax from your kernel": f"{yours[k]:.6g}", "amax, course Histogram": f"{v:.6g}",
+             "identical": yours[k] == v} for k, v in histogram.amaxes(ref).items()]
+
+
+def measure_and_show(global_kernel: Any, shared_kernel: Any) -> dict[str, float]:
+    """GPU: time both kernels and torch.histc on 16M values; record lab12.* and the speed-ups; print them."""
+    from helpers import bench
+
+    print(f"Histogram of {histogram.GPU_N:,} values into {histogram.MAX_BINS} bins...")
+    rates = histogram.measure({"global": global_kernel, "shared": shared_kernel})
+    for name, value in rates.items():
+        bench.record(f"lab12.{name}_gvals", value, "Gvalues/s")
+        print(f"{name:12s} {value:8.2f} billion values/s")
+    out = {}
+    for name, (fast, slow) in SPEEDUPS.items():
+        out[name] = rates[fast] / rates[slow]
+        bench.record(name, out[name], "ratio", ratio_of=[fast, slow])
+        print(f"{name}: {out[name]:.2f}×")
+    return out
+
+
+def show_stored() -> None:
+    """No GPU: the stored timings of this lab (labelled), or say that none are stored yet."""
+    from helpers import reference
+
+    recs = reference.lookup_all("lab12.")
+    if not recs:
+        print("No GPU timings of lab 12 are stored yet (reference/h200/results.json has no lab12.* record); "
+              "the next GPU reference run adds them.")
+        return
+    print(f"Stored GPU timings of the solution's kernels ({recs[0].device}, {recs[0].date}):")
+    reference.show([r.name for r in recs])

@@ -1,0 +1,323 @@
+"""Lab 13 on the student's side: the lab's weight format, warp shuffles for the simulator, the traced runs
+of the three exercises (unpack two INT4 codes, a warp's sum, the W4A16 GEMV) and their checks, what the lab
+shows in the simulator (bytes read per weight byte), and its GPU timing or the stored one.
+
+The format is the course's (``helpers.quant.weight_only``): two codes a byte, element 2j in the low nibble of
+byte j, one float32 scale per row and group of consecutive inputs. GPU kernels store each code offset-binary,
+q + 8 in 0..15 (as ``helpers.kernels.triton_gemv`` does); from the course's two's-complement bytes that is
+one XOR with 0x88 (``offset_binary``). The checks use power-of-two scales and small integer activations,
+so every sum is exact in float32 whatever the order of the additions, and the comparison is bit for bit.
+
+numba's CUDA simulator has no warp shuffles: ``warp_intrinsics`` adds them (and ``cuda.syncwarp``) for the
+duration of a traced launch. Every launch here is one warp per block, so a warp is a block: a shuffle lets
+every lane leave its value, waits for the others, reads its partner's, and waits again; ``syncwarp`` is a
+barrier, logged as one for the race checks. No answers live here (the specs and hidden cases are the key's).
+
+Serves: lab 13.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+from numba import cuda
+
+from helpers.grading.compare import BadAnswer, compare_arrays
+from helpers.grading.traced import Run, decode, launch, race_free, values
+from helpers.kernels import pytwin, simtrace
+from helpers.perf import access_patterns
+
+WARP = 32
+SECTOR = 32  # bytes
+FULL_MASK = 0xFFFFFFFF
+GEMV_NAMES, SUM_NAMES = ("packed", "scales", "x", "y"), ("x", "out")
+_PATCH = threading.Lock()
+
+
+# ---------- the weight format ----------
+
+def offset_binary(packed: Any) -> Any:
+    """The course's two's-complement INT4 bytes (pack_int4; numpy or torch) as offset binary: each nibble q -> q + 8."""
+    if hasattr(packed, "is_cuda"):  # a torch tensor, on its own device
+        import torch
+
+        if packed.dtype != torch.uint8:
+            raise BadAnswer(f"packed INT4 weights are uint8 bytes, got {packed.dtype}.")
+        return packed ^ 0x88
+    p = np.asarray(packed)
+    if p.dtype != np.uint8:
+        raise BadAnswer(f"packed INT4 weights are uint8 bytes, got {p.dtype}.")
+    return p ^ np.uint8(0x88)
+
+
+def codes(packed: np.ndarray) -> np.ndarray:
+    """The signed codes (-8..7, int64) that offset-binary bytes (..., K/2) hold, K along the last axis."""
+    from helpers.quant.fp8 import unpack_int4
+
+    return unpack_int4(offset_binary(packed)).astype(np.int64)
+
+
+def problem(rng: np.random.Generator, n: int, k: int, group: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A W4A16 GEMV of n rows and k inputs: (offset-binary bytes (n, k/2), power-of-two scales (n, k/group), x)."""
+    from helpers.quant.fp8 import pack_int4
+
+    q = rng.integers(-8, 8, (n, k)).astype(np.int8)
+    q[0, :4] = (-8, 7, 0, -1)  # the extremes of the code range always appear
+    scales = np.exp2(rng.integers(-4, 2, (n, k // group))).astype(np.float32)
+    x = rng.integers(-4, 5, k).astype(np.float32)
+    return offset_binary(pack_int4(q)), scales, x
+
+
+# ---------- warp shuffles and syncwarp in the simulator ----------
+
+def _park(t: Any) -> None:
+    """Wait like cuda.syncthreads() but leave no barrier in the race log (a shuffle orders no memory)."""
+    if t.abort:
+        raise RuntimeError("abort flag set on a warp shuffle")
+    t.syncthreads_blocked = True
+    t.syncthreads_event.wait()
+    t.syncthreads_event.clear()
+    if t.abort:
+        raise RuntimeError("abort flag set on a warp shuffle")
+
+
+def _exchange(value: Any, source: Any) -> Any:
+    """Every lane leaves `value`; each gets the value of lane source(lane) (its own when that is outside the warp)."""
+    t = threading.current_thread()
+    slots = t._manager.__dict__.setdefault("_warp_slots", {})
+    warp, lane = divmod(t.thread_id, WARP)
+    slots[t.thread_id] = value
+    _park(t)
+    src = source(lane)
+    got = slots.get(warp * WARP + src, value) if 0 <= src < WARP else value
+    _park(t)
+    return got
+
+
+def _shfl_down(self: Any, mask: int, value: Any, delta: int) -> Any:
+    return _exchange(value, lambda lane: lane + delta if lane + delta < WARP else lane)
+
+
+def _shfl_up(self: Any, mask: int, value: Any, delta: int) -> Any:
+    return _exchange(value, lambda lane: lane - delta if lane >= delta else lane)
+
+
+def _shfl_xor(self: Any, mask: int, value: Any, lane_mask: int) -> Any:
+    return _exchange(value, lambda lane: lane ^ lane_mask)
+
+
+def _shfl(self: Any, mask: int, value: Any, src_lane: int) -> Any:
+    return _exchange(value, lambda lane: src_lane % WARP)
+
+
+def _syncwarp(self: Any, mask: int = FULL_MASK) -> None:
+    threading.current_thread().syncthreads()  # one warp a block: the block's barrier, logged
+
+
+INTRINSICS = {"shfl_down_sync": _shfl_down, "shfl_up_sync": _shfl_up, "shfl_xor_sync": _shfl_xor,
+              "shfl_sync": _shfl, "syncwarp": _syncwarp}
+
+
+@contextlib.contextmanager
+def warp_intrinsics() -> Iterator[None]:
+    """Give the simulator's cuda module the warp shuffles and syncwarp for the duration (one warp per block)."""
+    from numba.cuda.simulator import kernelapi
+
+    cls = kernelapi.FakeCUDAModule
+    with _PATCH:
+        old = {name: cls.__dict__.get(name) for name in INTRINSICS}
+        for name, fn in INTRINSICS.items():
+            setattr(cls, name, fn)
+        try:
+            yield
+        finally:
+            for name, fn in old.items():
+                if fn is None:
+                    delattr(cls, name)
+                else:
+                    setattr(cls, name, fn)
+
+
+# ---------- exercise 1: unpack ----------
+
+def run_unpack(fn: Any, data: np.ndarray) -> dict:
+    """Your unpack_int4 on every byte, given as Python ints and as the numpy uint8 a kernel reads in the simulator."""
+    py = pytwin.simulator_device(fn)
+    out = {}
+    for kind, conv in (("int", int), ("uint8", np.uint8)):
+        pairs = []
+        for b in np.asarray(data, np.uint8).tolist():
+            r = py(conv(b))
+            if not isinstance(r, tuple) or len(r) != 2:
+                raise BadAnswer(f"unpack_int4 must return two values, (low, high); it returned {r!r:.60}.")
+            pairs.append([int(r[0]), int(r[1])])
+        out[kind] = np.array(pairs, np.int64).reshape(-1, 2)
+    return out
+
+
+def _unpack_diagnosis(got: np.ndarray, expected: np.ndarray) -> str:
+    """Which known mistake, if any, gives exactly `got`."""
+    twos = np.where(expected + 8 > 7, expected - 8, expected + 8)  # the nibbles read as two's complement
+    known = {"your two values come out in the wrong order: the first is the low nibble, bits 0-3":
+             expected[:, ::-1],
+             "your values run 0..15: the nibbles hold q + 8, and the code is q": expected + 8,
+             "you read the nibbles as two's complement, the course's storage format (pack_int4); the kernel "
+             "layout stores offset binary, q + 8 (see the cell above the exercise)": twos}
+    return next((f"\n{why}." for why, want in known.items() if np.array_equal(got, want)), "")
+
+
+def compare_unpack(got: Any, expected: np.ndarray) -> None:
+    """Exact (low, high) codes for Python-int bytes, then the same for numpy uint8 bytes."""
+    if not isinstance(got, dict) or not {"int", "uint8"} <= set(got):
+        raise BadAnswer("the unpack run sent no results.")
+    mine = np.asarray(got["int"])
+    try:
+        compare_arrays(mine, expected, True, 0, 0)
+    except AssertionError as err:
+        raise AssertionError(f"{err}{_unpack_diagnosis(mine, expected)}") from None
+    try:
+        compare_arrays(np.asarray(got["uint8"]), expected, True, 0, 0)
+    except AssertionError as err:
+        raise AssertionError(
+            "right with Python integers, wrong with the numpy uint8 bytes a kernel reads from a uint8 array in "
+            "the simulator: arithmetic on a uint8 stays a uint8 and wraps around at 256 (3 - 8 gives 251). "
+            f"Make the byte a wider signed integer before you subtract. With uint8 bytes: {err}") from None
+
+
+# ---------- exercise 2: a warp's sum ----------
+
+@cuda.jit
+def _sum_rows(x, out):  # noqa: ANN001, ANN201 - the course's harness kernel
+    """out[b] = the sum of row b of x (32 values), computed by warp_sum, read from lane 0."""
+    v = x[cuda.blockIdx.x, cuda.threadIdx.x]
+    total = warp_sum(v)  # noqa: F821 - the runner puts the student's device function here
+    if cuda.threadIdx.x == 0:
+        out[cuda.blockIdx.x] = total
+
+
+def run_warp_sum(fn: Any, x: np.ndarray) -> dict:
+    """Each row of x (rows x 32) is one warp's values: _sum_rows[rows, 32](x, out) with your warp_sum, traced."""
+    pytwin.python_function(fn)  # a clear error for anything but a numba function
+    x = np.asarray(x, np.float32)
+    with warp_intrinsics():
+        return launch(_sum_rows, x.shape[0], WARP, (x, np.zeros(x.shape[0], np.float32)), 1, warp_sum=fn)
+
+
+def compare_warp_sum(got: Any, expected: np.ndarray) -> None:
+    """Exact sums in lane 0, and no data race."""
+    run = decode(got, SUM_NAMES)
+    values(run, expected)
+    race_free(run)
+
+
+# ---------- exercise 3: the W4A16 GEMV ----------
+
+def run_gemv(fn: Any, packed: np.ndarray, scales: np.ndarray, x: np.ndarray) -> dict:
+    """gemv_w4[N, 32](packed, scales, x, y): one warp per output row, traced."""
+    n = np.asarray(packed).shape[0]
+    with warp_intrinsics():
+        return launch(fn, n, WARP, (packed, scales, x, np.zeros(n, np.float32)), 3)
+
+
+def _weight_reads(trace: simtrace.Trace) -> list[simtrace.Access]:
+    """The global reads of the packed weights (the kernel's first array)."""
+    return [a for a in trace.accesses if a.space == "global" and a.array == 0 and not a.write]
+
+
+def one_reader(run: Run) -> None:
+    """Fail when a weight byte is read by more than one thread: each byte of a row belongs to one lane."""
+    readers: dict[int, set] = {}
+    for a in _weight_reads(run.trace):
+        readers.setdefault(a.offset, set()).add((a.block, a.thread))
+    worst = max((len(v) for v in readers.values()), default=1)
+    if worst > 1:
+        raise AssertionError(
+            f"the values are right, but up to {worst} threads read the same weight byte. The lanes of a warp "
+            "should split a row between them, each byte read by one lane, so that the warp reads the row once.")
+
+
+def _sectors(offsets: list[int]) -> tuple[int, int]:
+    """32-byte sectors one warp load touches, and the fewest that as many bytes in a row from its first need."""
+    first = min(offsets)
+    count = len(set(offsets))
+    return len({o // SECTOR for o in offsets}), len({o // SECTOR for o in range(first, first + count)})
+
+
+def weights_coalesced(run: Run) -> None:
+    """Fail unless each warp load of the weights touches no more 32-byte sectors than contiguous bytes would."""
+    trace = simtrace.Trace(run.trace.block_dim, _weight_reads(run.trace))
+    loads = [_sectors([a.offset for a in req]) for req in trace.requests("global").values()]
+    touched, ideal = sum(t for t, _ in loads), sum(i for _, i in loads)
+    if touched > ideal:
+        raise AssertionError(
+            f"the values are right, but a warp's load of weight bytes touches {touched / len(loads):.1f} "
+            f"sectors of 32 bytes on average where {ideal / len(loads):.1f} would do: the lanes read bytes far "
+            "apart. Neighbouring lanes must read neighbouring bytes of the row (chapter 3).")
+
+
+def _gemv_diagnosis(got: np.ndarray, expected: dict) -> str:
+    """The known mistake whose outputs are exactly `got`, named, or ''."""
+    for why, want in expected.get("mistakes", {}).items():
+        if np.array_equal(got, np.asarray(want)):
+            return f"\nYour outputs are exactly those of a kernel that {why}."
+    return ""
+
+
+def compare_gemv(got: Any, expected: dict) -> None:
+    """Exact outputs (a known mistake named), no races, each weight byte read by one lane, coalesced weights."""
+    run = decode(got, GEMV_NAMES)
+    try:
+        values(run, np.asarray(expected["y"]))
+    except AssertionError as err:
+        raise AssertionError(f"{err}{_gemv_diagnosis(run.out, expected)}") from None
+    race_free(run)
+    one_reader(run)
+    weights_coalesced(run)
+
+
+def traffic(gemv: Any, n: int = 4, k: int = 256, group: int = 32) -> list[dict]:
+    """Your GEMV traced on one small problem: bytes each array gives a row, per byte of weights, and sectors per load."""
+    packed, scales, x = problem(np.random.default_rng(131), n, k, group)
+    run = decode(run_gemv(gemv, packed, scales, x), GEMV_NAMES)
+    weight_bytes = packed.nbytes
+    rows = []
+    for i, name in enumerate(GEMV_NAMES[:3]):
+        reads = [a for a in run.trace.accesses if a.space == "global" and a.array == i and not a.write]
+        s = access_patterns.summarize(simtrace.Trace(run.trace.block_dim, reads))
+        nbytes = sum(a.size for a in reads)
+        rows.append({"array": name, "bytes loaded per row": f"{nbytes / n:g}",
+                     "per weight byte": f"{nbytes / weight_bytes:.2f}",
+                     "sectors per warp load (ideal)":
+                         f"{s['sectors_per_request']:.1f} ({s['ideal_sectors_per_request']:.1f})"})
+    return rows
+
+
+# ---------- the GPU timing, or the stored one ----------
+
+def measure_and_show(gemv: Any) -> dict[str, float]:
+    """GPU: check your kernel exact at LLaMA-7B shapes, time it beside FP16 cuBLAS and the course's kernel, record lab13.*."""
+    from helpers import tables
+    from helpers.labs.lab13_weight_only_gemv import bench
+
+    result = bench.measure(gemv)
+    ratios = bench.record(result)
+    tables.show(bench.rows(result), caption="Batch-1 GEMV, measured now (medians of interleaved rounds; your "
+                                            "kernel's outputs checked exact first)")
+    return ratios
+
+
+def show_stored() -> None:
+    """No GPU: the stored timings of this lab, labelled with device, date and software, or say that none are stored."""
+    from helpers import reference
+
+    recs = reference.lookup_all("lab13.")
+    if not recs:
+        print("No GPU timings of lab 13 are stored yet (reference/h200/results.json has no lab13.* record); "
+              "the next GPU reference run adds them.")
+        return
+    print(f"Stored GPU timings of the solution's kernel ({reference.provenance('h200', short=True)}):")
+    reference.show([r.name for r in recs])

@@ -1,0 +1,75 @@
+"""Noise in every comparison: helpers.spread intervals, stored with the record, and helpers.findings
+refusing to print a difference inside the spread as a finding (planted cases)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from helpers import bench, findings, spread
+from helpers.errors import InputError
+
+
+@pytest.fixture(autouse=True)
+def _clean_session(monkeypatch):
+    """An empty session record for each test."""
+    monkeypatch.setitem(bench._session, "records", [])
+
+
+def test_spread_is_stored_with_the_record_and_read_back():
+    s = spread.of_samples([1.00, 1.02, 1.05, 0.97, 1.01], what="rounds")
+    rec = bench.record("x.noisy_ratio", 1.01, "ratio", **s.extra())
+    assert rec.to_json()["extra"]["lo"] == s.lo and "rounds" in rec.to_json()["extra"]["spread"]
+    assert spread.of_record(bench.Record.from_json(rec.to_json())) == s
+    m = findings.get("x.noisy_ratio")
+    assert m is not None and m.spread == s
+
+
+def test_a_difference_inside_the_spread_is_not_a_finding():
+    # planted: a 4 % "speed-up" whose rounds straddle 1.0; the old tolerance verdict called it "faster"
+    bench.record("x.inside", 1.04, "ratio", **spread.Spread(0.95, 1.12, "p10..p90 of 7 rounds").extra())
+    bench.record("x.outside", 1.04, "ratio", **spread.Spread(1.02, 1.06, "p10..p90 of 7 rounds").extra())
+    assert findings.ratio_sentence("x.inside", "A", "B").startswith(f"A runs at 1.04× B: {findings.NOT_RESOLVED}.")
+    assert "faster" in findings.ratio_sentence("x.outside", "A", "B")
+    assert findings.compare(1.04, above="up", below="down") == "up"  # without a spread: the tolerance rule
+    assert findings.compare(1.04, spread=spread.Spread(0.9, 1.1, "m"), above="up", below="down") == \
+        findings.NOT_RESOLVED
+
+
+def test_two_values_whose_spreads_overlap_are_not_resolved():
+    bench.record("x.ppl_row", 10.076, "perplexity", **spread.Spread(9.98, 10.17, "bootstrap").extra())
+    bench.record("x.ppl_g64", 10.103, "perplexity", **spread.Spread(10.01, 10.20, "bootstrap").extra())
+    bench.record("x.ppl_fp16", 9.0, "perplexity", **spread.Spread(8.9, 9.1, "bootstrap").extra())
+    text = findings.sentence("per row {a:.3f} vs g64 {b:.3f}: {verdict}.", {"a": "x.ppl_row", "b": "x.ppl_g64"},
+                             findings.differs("a", "b", above="worse", below="better"))
+    assert findings.NOT_RESOLVED in text and "better" not in text
+    text = findings.sentence("{verdict}", {"a": "x.ppl_row", "b": "x.ppl_fp16"},
+                             findings.differs("a", "b", above="worse", below="better"))
+    assert text.startswith("worse")
+
+
+def test_threshold_straddled_by_the_spread_is_not_resolved():
+    bench.record("x.gain", 0.02, "ratio", **spread.Spread(-0.05, 0.08, "min..max of 3 runs").extra())
+    verdict = findings.threshold("g", 0.0, above="it helped", below="it lost")
+    assert findings.sentence("{verdict}", {"g": "x.gain"}, verdict).startswith(findings.NOT_RESOLVED)
+    assert findings.NOT_RESOLVED_ZH  # the Chinese wording exists for the bilingual callouts
+
+
+def test_bootstrap_resolves_large_differences_and_not_small_ones():
+    rng = np.random.default_rng(0)
+    a = rng.normal(2.30, 0.5, 192)                  # per-window log-losses of one scheme
+    b = a + rng.normal(0.003, 0.05, 192)            # a second scheme, nearly the same
+    c = a + 0.2                                     # a clearly worse one
+    small, large = spread.bootstrap_paired(b, a, what="windows"), spread.bootstrap_paired(c, a)
+    assert small.contains(0.0) and not large.contains(0.0)
+    s = spread.bootstrap(a, what="windows")
+    assert s.lo < a.mean() < s.hi and "192 windows" in s.method
+
+
+def test_bad_spreads_say_what_is_wrong():
+    with pytest.raises(InputError, match="lo <= hi"):
+        spread.Spread(2.0, 1.0, "x")
+    with pytest.raises(InputError, match="at least 2"):
+        spread.of_samples([1.0])
+    with pytest.raises(InputError, match="same items"):
+        spread.bootstrap_paired([1.0, 2.0], [1.0])
