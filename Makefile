@@ -56,7 +56,7 @@ test:
 	$(PY) -m helpers.tools.suite_time "$$start" $(ARTIFACTS)/suite_time.json
 
 unit: setup
-	$(PY) -m pytest tests -m "not browser" -q
+	$(PY) -m pytest tests -m "not browser" -q -n 2 --dist loadfile
 
 ## Every notebook and solution under nbval; tests/support/nbval_guard.py also fails cells that run > 10 s without a
 ## progress bar and figures with problems (helpers.figure_check); nothing may be left in nbval's private TMPDIR.
@@ -121,4 +121,4 @@ fmt: setup
 	$(PY) -m helpers.tools.notebooks fmt
 
 typecheck: setup
-	$(PY) -m mypy helpers/deploy/tensorrt_backend.py helpers/deploy/trt_family.py helpers/deploy/trt_protocol.py helpers/deploy/trt_layers.py
+	$(PY) -m mypy helpers/deploy/tensorrt_backend.py helpers/plugins/trt_family.py helpers/plugins/trt_protocol.py helpers/plugins/trt_layers.py

@@ -3,7 +3,7 @@
 Importing this package decides, before anything imports ``numba.cuda``, whether
 numba runs kernels on a real GPU or in its CUDA simulator (see ``helpers.device``).
 
-Serves: core — every chapter and lab starts here.
+Serves: core — used by every chapter and every lab.
 """
 
 from __future__ import annotations

@@ -18,13 +18,15 @@ Each claim names the baseline the notes mean (``baseline``: "against FP32, what 
 with"), and every callout is bilingual both ways: the notes' statement, the verdict word (成立 /
 不成立 / 视情况而定) and a one-line Chinese summary of the evidence (``summary_zh``), beside the English.
 
-Serves: core — used by chapters 0–11.
+Serves: core — used by chapters 1–11.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from helpers.errors import InputError
 from helpers.tables import number
@@ -116,10 +118,25 @@ def registered(chapter: int | None = None) -> list[Claim]:
     return [c for c in _REGISTRY.values() if chapter is None or c.chapter == chapter]
 
 
+CHAPTERS = Path(__file__).resolve().parent / "chapters"  # helpers/chapters/chNN_<notebook>/notes.py registers claims
+
+
+def load_chapter(chapter: str) -> None:
+    """Register a chapter's claims ('ch09' -> import helpers.chapters.ch09_<notebook>.notes), as exercises load."""
+    found = sorted(p.parent.name for p in CHAPTERS.glob(f"{chapter}_*/notes.py"))
+    if found:
+        importlib.import_module(f"helpers.chapters.{found[0]}.notes")
+
+
 def get(claim_id: str) -> Claim:
-    """One registered claim by id."""
+    """One claim by id such as 'ch09.int8_doubles_speed', loading its chapter's notes module on demand."""
+    if not isinstance(claim_id, str) or "." not in claim_id:
+        raise InputError(f"claim ids look like 'ch09.int8_doubles_speed'; got {claim_id!r}.")
     if claim_id not in _REGISTRY:
-        raise InputError(f"no claim {claim_id!r} is registered; import its chapter's notes module first.")
+        load_chapter(claim_id.split(".", 1)[0])
+    if claim_id not in _REGISTRY:
+        raise InputError(f"no claim {claim_id!r}: its chapter's notes.py registers none by that name. "
+                         f"Check the spelling; registered: {', '.join(sorted(_REGISTRY)) or 'none'}.")
     return _REGISTRY[claim_id]
 
 
@@ -148,9 +165,11 @@ def judge(claim: Claim, measured: Values | None = None) -> dict[str, str]:
 
 
 def rows(chapter: int | None = None, measured: Values | None = None) -> list[dict]:
-    """The claims table of one chapter (or all): claim, evidence, verdict, where from, source."""
-    keep = ("claim", "evidence", "verdict", "verdict_zh", "from", "source")
-    return [{k: v for k, v in judge(c, measured).items() if k in keep} for c in registered(chapter)]
+    """The claims table of one chapter (or all): claim, evidence, verdict, 结论 (the verdict in Chinese),
+    where from, source."""
+    keep = {"claim": "claim", "evidence": "evidence", "verdict": "verdict", "verdict_zh": "结论", "from": "from",
+            "source": "source"}
+    return [{keep[k]: v for k, v in judge(c, measured).items() if k in keep} for c in registered(chapter)]
 
 
 def show(chapter: int | None = None, measured: Values | None = None) -> None:

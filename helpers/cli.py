@@ -13,7 +13,7 @@ A single output file (``check_output_file``/``replacing``) never replaces a file
 unless the user passes --force; it is written beside and renamed, keeping the old file's mode. A refusal
 comes before any work, as one line naming the folder and what to pass instead.
 
-Serves: core — used by chapter 9 and lab08 (`python -m helpers.deploy`) and by every tool's command line.
+Serves: core — used by chapters 9, 12 and lab 13.
 """
 
 from __future__ import annotations
@@ -221,7 +221,9 @@ def check_output_dir(path: Path | str, command: str, *, beside: Iterable[Path] =
     returns the command's part of the folder's marker (None for a new or unmarked folder).
     """
     path, beside, inputs = Path(path), [Path(b) for b in beside], list(inputs)
-    if path.is_symlink() or (path.exists() and not path.is_dir()):
+    if path.is_symlink() and not path.exists():
+        raise InputError(f"{path} is a link to nothing; nothing was changed. Pass {instead}.")
+    if path.exists() and not path.is_dir():
         raise InputError(f"{path} is a file, not a folder; nothing was changed. Pass {instead}.")
     refuse_protected(path, inputs, instead)
     for b in beside:
@@ -245,7 +247,7 @@ def check_output_dir(path: Path | str, command: str, *, beside: Iterable[Path] =
     for b in beside:
         if (b.exists() or b.is_symlink()) and (section or {}).get("beside", {}).get(b.name) != digest(b):
             raise InputError(f"{b} already exists and {command} did not write it (or it changed since); nothing "
-                             f"was changed. Move it away, or pass {instead} elsewhere.")
+                             f"was changed. Pass {instead} in another folder, or move {b.name} away.")
     return section
 
 

@@ -4,7 +4,7 @@ Notebook 00 prints the path through the course from it, every chapter's closing 
 what it names (``next_markdown``), and ``tests/course/test_course_map.py`` checks both the notebooks and the
 README's chapter table against it. A new chapter or lab is added here first.
 
-Serves: core — used by chapter 0 and by tests/course/test_course_map.py.
+Serves: core — used by chapter 0.
 """
 
 from __future__ import annotations

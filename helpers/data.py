@@ -9,7 +9,7 @@ Nothing is downloaded. Built in:
 - ``"cifar10"`` and ``"imagefolder"``: only when you pass ``root`` pointing at data you already have
   (the ``cifar-10-batches-py`` folder, or an ImageFolder tree ``root/<class>/<image>``).
 
-Serves: core — used by chapters 7–11 and labs 06–09.
+Serves: core — used by chapters 7–12 and labs 06–09.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ naming a file, ``helpers.start`` calls ``enable()``, which hooks every new pyplo
 (matplotlib's ``figure.hooks``) and appends the problems found when it is drawn to that file as JSON
 lines; ``tests/support/nbval_guard.py`` reads them back (``read_problems``) and fails the run listing them.
 
-Serves: core — used by every chapter (make notebooks) and tests/test_figure_check.py.
+Serves: core — used by every chapter and every lab.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ Noise: a verdict never calls a difference a finding when it lies inside the meas
 verdicts below read the spreads that ``sentence`` hands them (``Values.spreads``) and then say
 ``NOT_RESOLVED`` ("not resolved at this noise", 中文 ``NOT_RESOLVED_ZH``) instead of faster/slower.
 
-Serves: core — used by chapters 1–11.
+Serves: core — used by chapters 1–12 and lab 13.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ Verdict = Callable[[Mapping[str, float]], str]
 class Values(dict):
     """The values a verdict is given ({key: value}), with their spreads where the records store one."""
 
-    def __init__(self, values: Mapping[str, float], spreads: Mapping[str, Spread | None] | None = None):
+    def __init__(self, values: Mapping[str, float | None], spreads: Mapping[str, Spread | None] | None = None):
         super().__init__(values)
         self.spreads: dict[str, Spread] = {k: s for k, s in (spreads or {}).items() if s is not None}
 
@@ -189,7 +189,8 @@ def threshold(key: str, limit: float, *, above: str, below: str) -> Verdict:
 
 
 def against_target(name: str, subject: str, sources: Sequence[str] = DEFAULT_SOURCES) -> str:
-    """'<subject>: 0.77 (target >= 0.7: met). (stored reference: …)' for a headline name of reference.TARGETS."""
+    """'<subject>: 0.77 (target >= 0.7: met). (stored reference: …)' for a headline name of reference.TARGETS;
+    'not resolved at this noise' when the record's spread straddles the target."""
     from helpers import reference
 
     t = reference.TARGETS_BY_NAME.get(name)
@@ -197,7 +198,9 @@ def against_target(name: str, subject: str, sources: Sequence[str] = DEFAULT_SOU
         raise InputError(f"{name!r} is not a headline measurement (helpers.reference.TARGETS).")
 
     def verdict(v: Mapping[str, float]) -> str:
-        met = t.met(v["x"])
+        met, s = t.met(v["x"]), spread_of(v, "x")
+        if met is not None and s is not None and t.value is not None and s.contains(t.value):
+            return f"target {t.text}: {NOT_RESOLVED}, {s.lo:.3g}..{s.hi:.3g}"
         return "reported, no target" if met is None else f"target {t.text}: {'met' if met else 'not met'}"
 
     return sentence(f"{subject}: {{x:.3g}} ({{verdict}}).", {"x": name}, verdict, sources)

@@ -117,8 +117,15 @@ def require_positive(value: Any, name: str) -> float:
 
 
 def require_choice(value: Any, choices: tuple, name: str) -> None:
-    """Require one of the listed values."""
-    if value not in choices:
+    """Require one of the listed values (4.0 or True does not stand in for the whole number 4 or 1)."""
+    try:
+        ok = bool(value in choices)
+    except (TypeError, ValueError, RuntimeError):  # an array or tensor, compared with each choice
+        ok = False
+    for kind in ((bool, np.bool_), (float, np.floating)):
+        if ok and isinstance(value, kind):
+            ok = any(isinstance(c, kind) for c in choices)
+    if not ok:
         raise InputError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}.")
 
 
@@ -197,13 +204,12 @@ def require_power_of_two(value: Any, name: str, high: int) -> int:
     return int(value)
 
 
-
 def require_vector(t: Any, name: str, n: int, dtype: Any, device: Any, fix: str, contiguous: bool = False) -> None:
     """Require a torch tensor of n values, of `dtype` (None: any float), on `device`; metadata only (no GPU sync)."""
     require_tensor(t, name)
     ok = t.numel() == n and t.device == device and (t.is_contiguous() or not contiguous)
     if not ok or not (t.dtype == dtype if dtype is not None else t.is_floating_point()):
-        want = f"{'a contiguous ' if contiguous else ''}{str(dtype or 'float').replace('torch.', '')} tensor"
+        want = f"a {'contiguous ' if contiguous else ''}{str(dtype or 'float').replace('torch.', '')} tensor"
         raise InputError(f"{name} must be {want} of {n} values on {device}, got {t.dtype} {tuple(t.shape)} on "
                          f"{t.device}; {fix}")
 

@@ -69,3 +69,95 @@ def test_recheck_remeasures_flagged_points_and_only_them():
     assert check.trusted(65536) and "still do" in check.note()
     stored = figure_check.recheck(items, per_item, None)
     assert not stored.trusted(65536) and "not re-measured" in stored.note()
+
+
+def test_chapter_1_prints_a_sentence_from_the_stored_sweep():
+    """The stored run's sentence comes from the stored sweep (re-measured on the H200 on 2026-12-01); the old
+    anomalous curve itself is the planted case of the next test (CH01_CPU)."""
+    from helpers import reference
+    from helpers.chapters.ch01_why_gpu_inference import readings
+
+    assert reference.lookup("ch01.tiny_mlp.cpu_ms.b256") is not None, "the stored H200 run holds the sweep"
+    text = readings.stored_crossover("tiny_mlp")
+    assert "stored" in text and ("nothing is concluded" in text or "overtook" in text)
+
+
+def test_crossover_resting_on_an_unchecked_jump_is_not_recorded(monkeypatch):
+    from helpers import bench
+    from helpers.chapters.ch01_why_gpu_inference import inference_speed as speed
+
+    monkeypatch.setitem(bench._session, "records", [])
+    gpu = {b: 0.1 + b * 2e-5 for b in CH01_CPU}
+    planted = ([speed.Latency("tiny_mlp", "cpu", b, ms) for b, ms in CH01_CPU.items()]
+               + [speed.Latency("tiny_mlp", "gpu_e2e", b, ms) for b, ms in gpu.items()])
+    assert speed.crossover_batch(list(CH01_CPU), list(CH01_CPU.values()), list(gpu.values())) == 65536
+    assert speed.crossover_doubt(planted, "tiny_mlp", 65536) == [16384, 65536]
+    assert speed.record_crossover(planted) is None and not bench.session_records()
+    checked = [speed.Latency(r.model, r.mode, r.batch, r.ms, r.dtype, True) for r in planted]
+    assert speed.record_crossover(checked) == 65536   # re-measured and still there: a finding
+
+
+def test_chapter_1_sweep_remeasures_a_spike(monkeypatch):
+    from helpers.chapters.ch01_why_gpu_inference import inference_speed as speed
+
+    calls: dict[int, int] = {}
+
+    def fake_measure(model, make_input, batch, mode, *, name="m", dtype="fp32", warmup=2, repeats=10):
+        calls[batch] = calls.get(batch, 0) + 1
+        ms = 5.0 if batch == 256 and calls[batch] == 1 else 0.03 + batch * 5e-6   # a spike, once
+        return speed.Latency(name, mode, batch, ms, dtype)
+
+    monkeypatch.setattr(speed, "measure", fake_measure)
+    monkeypatch.setattr(speed, "build", lambda name: (None, None))
+    out = speed.sweep("tiny_mlp", [16, 64, 256, 1024], ["cpu"])
+    assert calls[256] == 4 and calls[16] == 1          # the spike and its neighbours re-measured, not the rest
+    assert all(r.checked for r in out) and max(r.ms for r in out) < 0.1
+    assert "went away" in speed.SWEEP_NOTES[("tiny_mlp", "cpu", "fp32")]
+
+
+def test_lab_11_draws_one_roof_per_precision(capsys):
+    """Old behaviour: torch._int_mm (732 TOPS) drawn under the FP32 roof of 49.4 TFLOP/s."""
+    from helpers.labs.lab11_gemm_kernels import bench as lab11
+
+    n = 4096
+    ops = 2.0 * n**3
+
+    def step(key: str, prec: str, tops: float) -> lab11.Step:
+        width = 4 if prec == "fp32" else 1
+        return lab11.Step(key, key, prec, ops, n * n * (3.0 * width), ops / (tops * 1e12))
+
+    steps = [step("naive", "fp32", 2.0), step("torch_fp32", "fp32", 49.4),
+             step("int8_t16", "int8", 60.0), step("int_mm", "int8", 732.0)]
+    figs = lab11.show_roofline(steps, 4250.0, "test", "planted", kind=lambda k: k)
+    try:
+        assert len(figs) == 2
+        assert all(not any("above its roof" in p for p in figure_check.figure_problems(f)) for f in figs)
+    finally:
+        for f in figs:
+            plots.plt.close(f)
+    capsys.readouterr()
+    bad = lab11.show_roofline([*steps, step("int8_t32", "int8", 900.0)], 4250.0, "test", "planted", kind=lambda k: k)
+    try:
+        assert "above its int8 roof" in capsys.readouterr().out
+        assert any("above its roof" in p for p in figure_check.figure_problems(bad[1]))
+    finally:
+        for f in bad:
+            plots.plt.close(f)
+
+
+def test_chapter_12_sweep_has_one_roof_per_math_precision():
+    """Old behaviour: one roof, set by the FP8 point, for the FP16 and weight-only schemes too."""
+    from helpers.chapters.ch12_language_models import batch_sweep, figures
+
+    n, k = batch_sweep.N, batch_sweep.K
+    rows = [{"scheme": s, "M": m, "µs": us, "TFLOP/s": 2.0 * m * n * k / us / 1e6, "bytes": b}
+            for s, m, us, b in (("fp16", 1, 30, 2 * n * k), ("w4a16", 1, 12, n * k / 2), ("w8a8 fp8", 512, 40, n * k),
+                                ("fp16", 512, 90, 2 * n * k), ("w8a8 int8", 512, 60, n * k))]
+    fig = figures.sweep_roofline(rows, 4250.0)
+    try:
+        roofs = [ln.get_label() for ln in fig.axes[0].lines if ln.get_label().startswith("roof")]
+        assert [r.split(":")[0] for r in roofs] == ["roof FP16", "roof FP8", "roof INT8"]
+        assert not any("above its roof" in p for p in figure_check.figure_problems(fig))
+    finally:
+        plots.plt.close(fig)
+    assert batch_sweep.math_precision("w4a16 tinygemm") == "fp16" and batch_sweep.math_precision("w8a8 int8 cublas") == "int8"

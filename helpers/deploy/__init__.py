@@ -10,5 +10,5 @@
 - ``parity``: accuracy parity and latency against the PyTorch fake-quant model.
 - ``python -m helpers.deploy``: the same from a shell.
 
-Serves: core — chapter 9 and lab08 (deployment), reused by chapters 10 and 11.
+Serves: core — used by every chapter and every lab.
 """

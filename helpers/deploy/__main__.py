@@ -12,7 +12,7 @@ and exit status 2; add --debug for the Python traceback.
 export and build never replace a file they did not write (unless --force), nor write into the course's own
 folders or a repository's top folder; they write beside and rename (helpers.cli's output contract).
 
-Serves: core — chapter 9 and lab08 (`python -m helpers.deploy`).
+Serves: core — chapter 9 and lab 8 (`python -m helpers.deploy`).
 """
 
 from __future__ import annotations
@@ -145,15 +145,15 @@ def _onnx_out(out: str, *inputs: str) -> Path:
 
 def cmd_export(a: argparse.Namespace) -> int:
     """Export FP32, or Q/DQ INT8 with --int8."""
+    out = _onnx_out(a.out, a.model)
+    source = model_file(a.model)  # a bad MODEL file is named first; then the output is checked, before any work
+    writing = dict(force=a.force, inputs=[source] if source else [], instead="another OUT.onnx")
+    cli.check_output_file(out, EXPORT, **writing)
     import torch
 
     from helpers.deploy.export import export_onnx, export_qdq, op_counts
     from helpers.deploy.qdq_model import fake_quant_copy
 
-    out = _onnx_out(a.out, a.model)
-    source = model_file(a.model)  # a bad MODEL file is named first; then the output is checked, before any work
-    writing = dict(force=a.force, inputs=[source] if source else [], instead="another OUT.onnx")
-    cli.check_output_file(out, EXPORT, **writing)
     model = load_model(a.model).eval()
     example = torch.zeros(1, *a.shape)
     try:
@@ -192,8 +192,6 @@ def cmd_check(a: argparse.Namespace) -> int:
 
 def cmd_build(a: argparse.Namespace) -> int:
     """ORT: quantize_static INT8 model; TensorRT: a serialized engine."""
-    from helpers.deploy.export import load_onnx
-
     src = Path(a.onnx)
     if a.out is not None and registry.get(a.backend).output == "onnx":
         _onnx_out(a.out, a.onnx)
@@ -203,6 +201,8 @@ def cmd_build(a: argparse.Namespace) -> int:
     default = src.with_suffix(".engine") if tensorrt else src.with_name(src.stem + "_int8.onnx")
     out, writing = Path(a.out) if a.out else default, dict(force=a.force, inputs=[src], instead=INSTEAD)
     cli.check_output_file(out, BUILD, **writing)  # before any work: a file it did not write stays, unless --force
+    from helpers.deploy.export import load_onnx
+
     model = load_onnx(src)
     if tensorrt:
         _build_engine(src, out, writing)

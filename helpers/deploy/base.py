@@ -1,6 +1,6 @@
 """One small interface for every backend: load, run, benchmark, say its precision and provider.
 
-Serves: core — used by chapters 9–11 and labs 08, 09.
+Serves: core — used by chapters 9–12 and labs 08, 09.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ Q/DQ models come from two places, and both export the same way:
   TensorQuantizer emits QuantizeLinear/DequantizeLinear instead of silent Round/Clip.
 Every Q/DQ export is checked afterwards: no Q/DQ node, no file.
 
-Serves: core — used by chapters 9–11 and labs 08, 09.
+Serves: core — used by chapters 9–12 and labs 08, 09.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ per-channel int8 weights, uint8 activations) at graph optimization level ALL: OR
 Q/DQ export (int8 activations, no Q after each conv) never fuses on ORT's CPU: every layer
 dequantizes to float, runs the float kernel, and pays the Q/DQ on top, so it is slower than FP32.
 
-Serves: core — used by chapters 9–11 and labs 08, 09.
+Serves: core — used by chapters 9–12 and labs 08, 09.
 """
 
 from __future__ import annotations

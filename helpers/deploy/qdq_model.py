@@ -6,7 +6,7 @@ max|w| per output channel / 127). ``torch.onnx.export`` turns both into
 QuantizeLinear/DequantizeLinear pairs. The same scales drive the integer GPU path
 (``helpers.deploy.torch_int8``), so every backend is compared with one PyTorch model.
 
-Serves: core — used by chapters 9–11 and labs 08, 09.
+Serves: core — used by chapters 9–12 and labs 08, 09.
 """
 
 from __future__ import annotations

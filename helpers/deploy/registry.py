@@ -9,7 +9,7 @@ The table is plain data at the foundation layer (``helpers.tools.layout`` puts `
 it names its modules and functions as dotted strings and imports them only when asked (``load``), so the
 environment probe can read it without importing any backend.
 
-Serves: core — chapter 9 and lab08 (the CLI, deploy_all), the environment report of every chapter.
+Serves: core — used by every chapter and every lab.
 """
 
 from __future__ import annotations
@@ -47,14 +47,14 @@ class Entry:
 
 
 BACKENDS: tuple[Entry, ...] = (
-    Entry("torch", "PyTorch INT8 (torch._int_mm)", "helpers.deploy.torch_int8", ("torch",), "make setup",
+    Entry("torch", "PyTorch", "helpers.deploy.torch_int8", ("torch",), "make setup",
           probe="helpers.device:probe_torch", deploy="deploy_variants"),
     Entry("ort", "ONNX Runtime", "helpers.deploy.ort_backend", ("onnxruntime",), "pip install onnxruntime",
           probe="helpers.plugins.ort_compat:probe", output="onnx", deploy="deploy_variants"),
     Entry("tensorrt", "TensorRT", "helpers.deploy.tensorrt_backend", ("tensorrt", "tensorrt_rtx"),
           "pip install -r requirements-gpu.txt (or pip install tensorrt-rtx)", gpu=True,
           probe="helpers.plugins.trt_family:probe", output="engine"),
-    Entry("triton", "PyTorch INT8 fused (Triton)", "helpers.deploy.triton_int8", ("triton",),
+    Entry("triton", "Triton", "helpers.deploy.triton_int8", ("triton",),
           "pip install -r requirements-gpu.txt (PyTorch's CUDA wheels bring triton)", gpu=True),
 )
 

@@ -10,7 +10,7 @@ typed Protocol ``helpers.plugins.trt_protocol.TrtModule`` (mypy-checked against 
 TensorRT-RTX builds engines on any machine (even without a GPU) but its runtime runs them only
 on the GPUs its runtime lists (TensorRT-RTX 1.7 says: compute capability 8.0, 8.6, 8.9, 12.x), not on Hopper.
 
-Serves: core — chapter 9 (``python -m helpers.deploy build|bench --backend tensorrt``, notebook 09).
+Serves: core — used by chapter 9.
 """
 
 from __future__ import annotations

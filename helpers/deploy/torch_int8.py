@@ -8,7 +8,7 @@ bias add. ``Int8Conv`` does the same through im2col (``unfold``). ``FP8Linear`` 
 ``torch._scaled_mm`` with e4m3 inputs (compute capability >= 8.9). The math is exactly that of
 ``helpers.deploy.qdq_model.QDQLayer``: the same scales, so outputs agree with the fake-quant model.
 
-Serves: core — used by chapters 9, 10 and lab 08.
+Serves: core — used by chapters 9–12 and lab 08.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ The kernel is wrapped as the PyTorch operator ``workbook::int8_linear`` so that
 into the operation before it (LayerNorm, GELU). It needs a CUDA GPU and Triton, which ships
 with PyTorch's CUDA wheels; ``available()`` says whether both are here.
 
-Serves: core — used by chapters 9, 10 and lab 08.
+Serves: core — used by chapters 9–12 and lab 08.
 """
 
 from __future__ import annotations

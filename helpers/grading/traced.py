@@ -1,32 +1,54 @@
-"""The traced-kernel runner every kernel lab shares: run a student's numba kernel in the simulator with its
-access trace (and barrier/atomic log), send it as plain data, rebuild it in the grader's process, and judge
-values, data races, coalescing, bank conflicts and divergence from it.
+"""The traced-kernel runner every kernel lab shares. On the student's side a runner sends the kernel as source
+and its launch as plain data (``run_traced``, ``launch``); the checker compiles it for a GPU and replays it
+traced in a helper process of its own (``helpers.grading.kernel_compile``), then judges values, data races,
+coalescing, bank conflicts and divergence from that record, which no code of the submission could touch.
 
 Serves: core of the labs' checks (labs 02, 03, 11, 12, 13).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import functools
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from helpers.grading import kernel_compile
 from helpers.grading.compare import BadAnswer, compare_arrays
-from helpers.kernels import pytwin, races, simtrace
+from helpers.grading.kernel_source import describe
+from helpers.kernels import races, simtrace
 from helpers.perf import access_patterns
 
-_FIELDS = ("array", "bx", "by", "bz", "thread", "line", "seq", "offset", "size", "write")
+_FIELDS = simtrace.FIELDS
+_LAUNCH = ("kernel", "grid", "block", "args", "out_index")
+_EXTENSIONS: list[str] = []  # the simulator extensions active now, as 'module:name'
+
+
+def simulator_extension(make: Callable[..., Any]) -> Callable[..., Any]:
+    """Mark a course context manager that adds to the simulator (e.g. warp shuffles, no arguments): a launch
+    made inside it is replayed inside it, in the checker's helper."""
+    ref = f"{make.__module__}:{make.__qualname__}"
+
+    @functools.wraps(make)
+    @contextlib.contextmanager
+    def active() -> Iterator[None]:
+        with make():
+            _EXTENSIONS.append(ref)
+            try:
+                yield
+            finally:
+                _EXTENSIONS.remove(ref)
+
+    active.simulator_extension = True  # type: ignore[attr-defined]
+    return active
 
 
 def trace_to_data(trace: simtrace.Trace) -> dict:
-    """A Trace as plain data: one int64 row per access, and each thread's executed lines."""
-    rows = [[a.space == "shared", a.array, *a.block, a.thread, a.line, a.seq, a.offset, a.size, a.write]
-            for a in trace.accesses]
-    table = np.asarray(rows, dtype=np.int64).reshape(-1, 1 + len(_FIELDS))
-    lines = [[*block, thread, list(map(int, ls))] for (block, thread), ls in trace.lines.items()]
-    return {"block_dim": list(trace.block_dim), "accesses": table, "lines": lines}
+    """A Trace as plain data: one int64 row per access, each thread's executed lines, the non-element accesses."""
+    return simtrace.to_data(trace)
 
 
 def trace_from_data(data: dict) -> simtrace.Trace:
@@ -39,25 +61,49 @@ def trace_from_data(data: dict) -> simtrace.Trace:
                                                   r[5], r[6], r[7], r[8], r[9], bool(r[10])))
         for x, y, z, thread, ls in data["lines"]:
             trace.lines[((int(x), int(y), int(z)), int(thread))] = [int(v) for v in ls]
+        trace.bulk = [(int(ln), int(arr), bool(w), str(ix)) for ln, arr, w, ix in data.get("bulk", [])]
     except (KeyError, TypeError, ValueError) as err:
         raise BadAnswer(f"the kernel's trace is malformed ({err}).") from None
     return trace
 
 
+def _request(fn: Any, griddim: Any, blockdim: Any, args: tuple, out_index: int, lines: bool = False,
+             **constants: Any) -> dict:
+    """A launch as plain data: the kernel's source and globals (constants replaced), grid, block, arguments."""
+    return {"kernel": describe(fn, **constants), "grid": griddim, "block": blockdim, "args": tuple(args),
+            "out_index": int(out_index), "lines": bool(lines), "extensions": list(dict.fromkeys(_EXTENSIONS))}
+
+
 def run_traced(fn: Any, griddim: Any, blockdim: Any, args: tuple, out_index: int, lines: bool = False) -> dict:
-    """Launch `fn` traced in the simulator; return {'out': argument out_index afterwards, 'trace': data}."""
-    if getattr(fn, "py_func", None) is None:
-        raise BadAnswer(f"expected a numba @cuda.jit kernel, got {type(fn).__name__}. Decorate your "
-                        "function with @cuda.jit and pass the function itself.")
-    results, trace = simtrace.run_traced(fn, griddim, blockdim, *args, lines=lines)
-    return {"out": results[out_index], "trace": trace_to_data(trace)}
+    """The launch of `fn` as plain data, to be compiled and replayed traced by the checker (unpack())."""
+    return _request(fn, griddim, blockdim, args, out_index, lines)
 
 
-def unpack(got: Any) -> tuple[np.ndarray, simtrace.Trace]:
-    """(output, trace) from a runner's plain data."""
-    if not isinstance(got, dict) or "out" not in got or "trace" not in got:
-        raise BadAnswer("the kernel run sent no output and trace.")
-    return got["out"], trace_from_data(got["trace"])
+def non_elements(trace: simtrace.Trace, names: dict[int, str] | None = None) -> None:
+    """Fail when the kernel touched a whole slice or row of an array instead of single elements."""
+    if trace.bulk:
+        line, array, write, index = trace.bulk[0]
+        what = (names or {}).get(array, "a shared array" if array >= 1000 else f"array #{array}")
+        raise AssertionError(
+            f"line {line} of your kernel {'writes' if write else 'reads'} {what}{index} at once, not one element. "
+            f"{kernel_compile.EXPLAIN}")
+
+
+def replayed(got: Any, names: dict[int, str] | None = None) -> dict:
+    """Compile and replay a runner's launch in the checker's helper; {'out', 'trace', 'sync'} as plain data."""
+    if not isinstance(got, dict) or not set(_LAUNCH) <= set(got) or not isinstance(got["kernel"], dict):
+        raise AssertionError("the kernel run sent no kernel source and launch to replay.")
+    args = got["args"] if isinstance(got["args"], (tuple, list)) else ()
+    data = kernel_compile.replay(got["kernel"], got["grid"], got["block"], tuple(args), got["out_index"],
+                                 bool(got.get("lines", False)), list(got.get("extensions", [])))
+    non_elements(trace_from_data(data["trace"]), names)
+    return data
+
+
+def unpack(got: Any, names: tuple[str, ...] = ()) -> tuple[np.ndarray, simtrace.Trace]:
+    """(output, trace) of a runner's launch, replayed by the checker (names: the array arguments', for messages)."""
+    data = replayed(got, dict(enumerate(names)))
+    return np.asarray(data["out"]), trace_from_data(data["trace"])
 
 
 def _worst(requests: dict, cost: Callable[[list], int]) -> list:
@@ -133,10 +179,8 @@ FIX_RACE = ("Order the two with cuda.syncthreads() (threads of one block), or ma
 
 
 def launch(fn: Any, griddim: Any, blockdim: Any, args: tuple, out_index: int, **constants: Any) -> dict:
-    """Run `fn` traced in the simulator (device functions as Python, `constants` replaced) as plain data."""
-    kern = pytwin.simulator_kernel(fn, **constants)
-    results, trace, log = races.run_traced(kern, griddim, blockdim, *args)
-    return {"out": results[out_index], "trace": trace_to_data(trace), "sync": log.to_data()}
+    """The launch of `fn` (its globals `constants` replaced) as plain data, replayed with its barrier/atomic log by decode()."""
+    return _request(fn, griddim, blockdim, args, out_index, **constants)
 
 
 @dataclass
@@ -151,11 +195,11 @@ class Run:
 
 
 def decode(got: Any, names: tuple[str, ...]) -> Run:
-    """A Run from launch()'s plain data (BadAnswer when it is not one)."""
-    if not isinstance(got, dict) or not {"out", "trace", "sync"} <= set(got):
-        raise BadAnswer("the kernel run sent no output, trace and barrier log.")
-    return Run(np.asarray(got["out"]), trace_from_data(got["trace"]), races.SyncLog.from_data(got["sync"]),
-               dict(enumerate(names)), int(got.get("k", 0)))
+    """A Run from launch()'s plain data, compiled and replayed by the checker (AssertionError when it is no kernel)."""
+    named = dict(enumerate(names))
+    data = replayed(got, named)
+    return Run(np.asarray(data["out"]), trace_from_data(data["trace"]), races.SyncLog.from_data(data["sync"]),
+               named, int(got.get("k", 0)))
 
 
 def first_race(run: Run) -> str | None:

@@ -4,7 +4,7 @@
 A stub is recognised from its code, without calling it (so a stub numba kernel is never compiled for
 a GPU, where its ``raise`` would be silently ignored): the only name it uses is NotImplementedError.
 
-Serves: the labs (demo cells of labs 00-12).
+Serves: the labs (demo cells of every lab).
 """
 
 from __future__ import annotations

@@ -8,5 +8,5 @@ Tools: ``cuda_source`` loads the ``.cu`` files with cupy, ``launch`` picks grid 
 arrays, ``simtrace`` runs a numba kernel in the simulator while recording its memory accesses,
 ``races`` finds data races in such a trace, ``pytwin`` re-binds a kernel's globals (e.g. its tile size).
 
-Serves: core — chapters 3, 4, 11 and 12, labs 02, 03, 11 and 12.
+Serves: core — used by chapters 3, 4, 11, 12 and labs 02, 03, 11–13.
 """

@@ -2,7 +2,7 @@
 
 numba kernels run on the GPU and in the CUDA simulator; ``cupy_*`` launchers run ``copy.cu`` on a GPU.
 
-Serves: core — used by chapters 3, 4, 11 and lab 02.
+Serves: core — used by chapters 3, 4, 11, 12 and lab 02.
 """
 
 from __future__ import annotations

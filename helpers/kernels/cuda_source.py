@@ -1,6 +1,6 @@
 """Load the CUDA C kernels in this folder (``*.cu``) with cupy.RawModule, compiled once per file.
 
-Serves: core — used by chapters 3, 4, 11 and labs 02, 03.
+Serves: core — used by chapters 3, 4, 11, 12 and labs 02, 03, 13.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ chapter 5 (per output column): clamp(((acc * M0) >> (31 + shift), rounded) + zer
 Tiled kernels take one TILE x TILE block of threads per TILE x TILE block of C; ``tiled(tile)`` and
 ``tiled_int8(tile)`` build them for any tile size (shared-array shapes are compile-time constants).
 
-Serves: core — used by lab 11 (reference kernels, packing, specs, launch grids).
+Serves: core — used by lab 11.
 """
 
 from __future__ import annotations

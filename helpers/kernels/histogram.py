@@ -6,7 +6,7 @@ them exactly feeds the course's percentile, MSE and entropy calibrators unchange
 Both kernels walk the input with a grid-stride loop and take ``counts`` zeroed, of at most
 ``MAX_BINS`` int32 bins.
 
-Serves: core — used by lab 12 (reference kernels, bin layout, amax from kernel counts).
+Serves: core — used by lab 12.
 """
 
 from __future__ import annotations
@@ -99,6 +99,7 @@ def from_counts(counts: Any, max_abs: float) -> Histogram:
 def amaxes(hist: Histogram, percentile: float = 99.99) -> dict[str, float]:
     """The percentile and entropy calibrators' amax from one histogram."""
     require_instance(hist, Histogram, "hist", "build it with reference(x) or from_counts(counts, max_abs).")
+    percentile = require_real(percentile, "percentile", 0.0, 100.0)
     return {f"percentile {percentile:g}": amax_percentile(hist, percentile), "entropy": amax_entropy(hist)}
 
 

@@ -1,6 +1,6 @@
 """Launch plumbing shared by the kernel modules: grid sizes, array conversion, cupy argument types.
 
-Serves: core — used by chapters 3, 4, 11 and labs 02, 03.
+Serves: core — used by chapters 3, 4, 11, 12 and labs 02, 03, 12.
 """
 
 from __future__ import annotations

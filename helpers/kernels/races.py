@@ -7,7 +7,7 @@ records, during a traced launch, which accesses were made by atomics and where e
 element, at least one writes, at least one is not atomic, and no barrier orders them (same block and
 same barrier interval; threads of different blocks are never ordered within a launch).
 
-Serves: core — used by labs 11 and 12.
+Serves: core — used by labs 02, 03, 11–13.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Each kernel leaves the sum of a float32 vector in out[0] (zero it first). Blocks have THREADS threads.
 The shuffle kernel needs a real GPU: the CUDA simulator has no warp shuffles.
 
-Serves: core — used by chapters 4, 11 and lab 03.
+Serves: core — used by chapters 4, 11, 12 and lab 03.
 """
 
 from __future__ import annotations

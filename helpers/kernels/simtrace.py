@@ -6,7 +6,7 @@ array access is logged (thread, byte offset, read/write); optionally each thread
 ``helpers.perf.access_patterns`` turns a trace into sectors per warp request and bank conflicts.
 Works on any machine: on a GPU machine the kernel's Python source is run by the simulator too.
 
-Serves: core — used by chapter 4 and labs 02, 03.
+Serves: core — used by chapter 4 and labs 02, 03, 11–13.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import numpy as np
 from helpers.errors import InputError
 
 _LOCK = threading.Lock()
+FIELDS = ("array", "bx", "by", "bz", "thread", "line", "seq", "offset", "size", "write")  # to_data()'s columns, after "shared"
 _ACTIVE: list["Trace"] = []
 
 
@@ -50,6 +51,7 @@ class Trace:
     block_dim: tuple[int, int, int]
     accesses: list[Access] = field(default_factory=list)
     lines: dict[tuple[tuple[int, int, int], int], list[int]] = field(default_factory=dict)
+    bulk: list[tuple[int, int, bool, str]] = field(default_factory=list)  # (line, array, write, index): not one element
     _seq: dict = field(default_factory=lambda: defaultdict(int), repr=False)
 
     def requests(self, space: str) -> dict[tuple, list[Access]]:
@@ -66,6 +68,16 @@ class Trace:
         for (block, thread), lines in self.lines.items():
             seqs[(block, thread // 32)].add(tuple(lines))
         return {k: len(v) for k, v in seqs.items()}
+
+
+def to_data(trace: Trace) -> dict:
+    """A Trace as plain data: one int64 row per access, each thread's executed lines, the non-element accesses."""
+    rows = [[a.space == "shared", a.array, *a.block, a.thread, a.line, a.seq, a.offset, a.size, a.write]
+            for a in trace.accesses]
+    table = np.asarray(rows, dtype=np.int64).reshape(-1, 1 + len(FIELDS))
+    lines = [[*block, thread, list(map(int, ls))] for (block, thread), ls in trace.lines.items()]
+    bulk = [[int(line), int(array), bool(write), str(index)] for line, array, write, index in trace.bulk]
+    return {"block_dim": list(trace.block_dim), "accesses": table, "lines": lines, "bulk": bulk}
 
 
 class TracedArray(np.ndarray):
@@ -92,6 +104,7 @@ def _log(arr: TracedArray, idx: Any, write: bool) -> None:
         return
     ix = idx if isinstance(idx, tuple) else (idx,)
     if len(ix) != arr.ndim or not all(isinstance(i, (int, np.integer)) for i in ix):
+        _ACTIVE[-1].bulk.append((_kernel_line(), arr._array_id, write, _index_text(ix, arr.ndim)))
         return
     try:
         flat = int(np.ravel_multi_index(tuple(int(i) for i in ix), arr.shape, mode="raise"))
@@ -105,6 +118,16 @@ def _log(arr: TracedArray, idx: Any, write: bool) -> None:
     trace._seq[key] = seq + 1
     trace.accesses.append(Access(arr._space, arr._array_id, block, me.thread_id, line, seq,
                                  flat * arr.itemsize, arr.itemsize, write))
+
+
+def _index_text(ix: tuple, ndim: int) -> str:
+    """An index as written in a kernel, e.g. '[:, :]' or '[3]' (of a 2-D array)."""
+    def one(i: Any) -> str:
+        if isinstance(i, slice):
+            return ":" if (i.start, i.stop, i.step) == (None, None, None) else f"{i.start}:{i.stop}"
+        return "..." if i is Ellipsis else (str(int(i)) if isinstance(i, (int, np.integer)) else type(i).__name__)
+    text = f"[{', '.join(map(one, ix))}]"
+    return text if len(ix) >= ndim else f"{text} (a whole part of a {ndim}-D array)"
 
 
 def _kernel_line() -> int:

@@ -3,7 +3,7 @@
 Blocks of 32 x 8 threads move a 32 x 32 tile, four elements a thread, as in NVIDIA's
 "An Efficient Matrix Transpose in CUDA C/C++". ``copy_tiled`` is the yardstick with the same tiling.
 
-Serves: core — used by chapters 3, 4, 11 and lab 02.
+Serves: core — used by chapters 3, 4, 11, 12 and lab 02.
 """
 
 from __future__ import annotations

@@ -116,6 +116,39 @@ __device__ __forceinline__ float piece_dot(uint4 raw, const uint4* xs) {
     }
 }
 
+// For batch M > 1: the codes of one piece as FP16 pairs, converted once and reused by every activation row...
+template <int BITS>
+__device__ __forceinline__ void piece_to_half2(uint4 raw, half2* q) {
+    const unsigned* wv = reinterpret_cast<const unsigned*>(&raw);
+    if constexpr (BITS == 16) {
+        for (int j = 0; j < 4; ++j) q[j] = as_h2(wv[j]);
+    } else if constexpr (BITS == 8) {
+        const half2 off = as_h2(0x64806480u);
+        for (int j = 0; j < 4; ++j) {
+            q[2 * j] = __hsub2(as_h2(__byte_perm(wv[j], 0x64646464u, 0x4140)), off);
+            q[2 * j + 1] = __hsub2(as_h2(__byte_perm(wv[j], 0x64646464u, 0x4342)), off);
+        }
+    } else {
+        const half2 off = as_h2(0x64086408u), sixteenth = __float2half2_rn(1.f / 16), off16 = __float2half2_rn(-72.f);
+        for (int j = 0; j < 4; ++j) {
+            const unsigned v = wv[j], v8 = v >> 8;
+            q[4 * j] = __hsub2(as_h2(lop3_and_or(v, 0x000F000Fu, 0x64006400u)), off);
+            q[4 * j + 1] = __hfma2(as_h2(lop3_and_or(v, 0x00F000F0u, 0x64006400u)), sixteenth, off16);
+            q[4 * j + 2] = __hsub2(as_h2(lop3_and_or(v8, 0x000F000Fu, 0x64006400u)), off);
+            q[4 * j + 3] = __hfma2(as_h2(lop3_and_or(v8, 0x00F000F0u, 0x64006400u)), sixteenth, off16);
+        }
+    }
+}
+
+// ... and their dot product with one row's activations (NH FP16 pairs).
+template <int NH>
+__device__ __forceinline__ float half2_dot(const half2* q, const uint4* xs) {
+    const unsigned* xv = reinterpret_cast<const unsigned*>(xs);
+    half2 a = __hmul2(q[0], as_h2(xv[0]));
+    for (int i = 1; i < NH; ++i) a = __hfma2(q[i], as_h2(xv[i]), a);
+    return sum_h2(a);
+}
+
 template <int BITS, bool MAGIC, int R, int M, bool NORM>
 __global__ void wo_gemv(const uint4* __restrict__ w, const void* __restrict__ scale, const __half* __restrict__ x,
                         const __half* __restrict__ res, __half* __restrict__ y, int n_out, int k, int gshift, int glu,
@@ -146,6 +179,10 @@ __global__ void wo_gemv(const uint4* __restrict__ w, const void* __restrict__ sc
             raw[r] = __ldcs(wp[r] + c);  // streaming: read once, evict first
             if constexpr (BITS == 4) s[r] = __half2float(sp[r][(c * E) >> gshift]);  // the group of this piece
         }
+        constexpr bool CONVERT_ONCE = M > 1 && (MAGIC || BITS == 16);  // batch > 1: convert once, use M times
+        half2 q[CONVERT_ONCE ? R : 1][CONVERT_ONCE ? E / 2 : 1];
+        if constexpr (CONVERT_ONCE)
+            for (int r = 0; r < R; ++r) piece_to_half2<BITS>(raw[r], q[r]);
         for (int m = 0; m < M; ++m) {
             uint4 xs[XV];  // the activations of this piece: loaded once, used by all R rows (cached: __ldg)
             for (int v = 0; v < XV; ++v) xs[v] = __ldg(reinterpret_cast<const uint4*>(x + (size_t)m * k + c * E) + v);
@@ -157,7 +194,8 @@ __global__ void wo_gemv(const uint4* __restrict__ w, const void* __restrict__ sc
                 }
             }
             for (int r = 0; r < R; ++r) {
-                float d = piece_dot<BITS, MAGIC>(raw[r], xs);
+                float d;
+                if constexpr (CONVERT_ONCE) d = half2_dot<E / 2>(q[r], xs); else d = piece_dot<BITS, MAGIC>(raw[r], xs);
                 if constexpr (BITS == 4) acc[r][m] += s[r] * d; else acc[r][m] += d;
             }
         }

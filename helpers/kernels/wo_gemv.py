@@ -9,7 +9,7 @@
 launch of each step, so that the same weight can be timed through all of them. Launches go to torch's current
 stream, so calls can be captured in a CUDA graph. `reference` is the exact float32 result the kernels must match.
 
-Serves: chapter 12 (and lab 13, which times its own kernel beside this one).
+Serves: core — used by chapter 12 and lab 13.
 """
 
 from __future__ import annotations
@@ -139,12 +139,11 @@ def _check(x: Any, w: WoWeight, cfg: Config, glu: bool, residual: Any, out: Any)
     if not isinstance(x, torch.Tensor) or x.dtype != torch.float16 or x.ndim not in (1, 2) or x.shape[-1] != w.k:
         raise InputError(f"x must be FP16 activations (K,) or (M, K) with K={w.k}, got "
                          f"{getattr(x, 'dtype', type(x).__name__)} {tuple(getattr(x, 'shape', ()))}.")
-    if not x.is_cuda:
-        from helpers.errors import NoGPUError
-
-        raise NoGPUError("the CUDA weight-only GEMV (x must be a CUDA tensor)")
     m = 1 if x.ndim == 1 else x.shape[0]
     require_int_range(m, 1, MAX_BATCH, "x.shape[0] (the batch)")
+    if w.data.device != x.device:
+        raise InputError(f"x is on {x.device} but the weight on {w.data.device}; prepare the weight from a tensor "
+                         f"on {x.device} (or move x there).")
     if cfg.naive and (m != 1 or glu or residual is not None or w.bits == 16 or w.layout != "natural"):
         raise InputError("the naive kernel (step 0) takes a natural-layout W8/W4 weight, batch 1, no fusions.")
     if cfg.magic != (w.layout == "magic") and w.bits != 16:
@@ -161,6 +160,10 @@ def _check(x: Any, w: WoWeight, cfg: Config, glu: bool, residual: Any, out: Any)
         _check_2d(residual, "residual", m, n_out, x.device)
     if out is not None:
         _check_2d(out, "out", m, n_out, x.device)
+    if not x.is_cuda:
+        from helpers.errors import NoGPUError
+
+        raise NoGPUError("the CUDA weight-only GEMV (x must be a CUDA tensor)")
     return m, n_out
 
 
@@ -228,6 +231,10 @@ def gemv(x: torch.Tensor, w: WoWeight, *, norm_eps: float | None = None, residua
     name = kernel_name(w.bits, cfg, m, norm_eps is not None)
     compile_kernels([name])
     fn = _functions[name]
+    if not cfg.naive and 32 * cfg.split > fn.max_threads_per_block:
+        raise InputError(f"config.split={cfg.split} asks for {32 * cfg.split} threads a block, but {name} uses "
+                         f"{fn.num_regs} registers a thread, which allows {fn.max_threads_per_block}; use split <= "
+                         f"{fn.max_threads_per_block // 32} (or fewer rows) for batch {m}.")
     with _stream():
         if cfg.naive:
             args: tuple = (_ptr(w.data), _ptr(w.scale), _ptr(x), _ptr(y), np.int32(w.n), np.int32(w.k))

@@ -3,5 +3,5 @@
 Tensor-level maths lives in ``helpers.quant``; every pytorch-quantization
 workaround in ``helpers.plugins.pq_compat``, ModelOpt's in ``helpers.plugins.modelopt_compat``.
 
-Serves: core — chapters 5–11 and labs 06, 07.
+Serves: core — used by chapters 5–12 and labs 06–09.
 """

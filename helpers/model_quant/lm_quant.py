@@ -16,7 +16,7 @@ Every Linear is quantized, the output head included (in this small model it carr
 prediction); the embeddings and norms stay in FP32. The division x / s stays explicit here; folding s
 into the RMSNorm gain before gives the same numbers up to float rounding.
 
-Serves: core — used by chapter 12 and lab 10.
+Serves: core — used by chapter 12.
 """
 
 from __future__ import annotations
@@ -165,9 +165,7 @@ def _group_scales(model: TinyLM, names: list[str], x: torch.Tensor, smooth: str,
 def quantize_lm(model: TinyLM, scheme: str, *, group_size: int = GROUP_SIZE, smooth: str | None = None,
                 alpha: float = ALPHA, calib: torch.Tensor | None = None,
                 bits: int = BITS) -> tuple[TinyLM, dict[str, float]]:
-    """A copy of `model` with every Linear replaced by QuantLinear; also {group: α} when smoothing.
-
-    `calib` is read only when smoothing."""
+    """A copy of `model` with every Linear replaced by QuantLinear; also {group: α} when smoothing (on calib)."""
     _check_model(model)
     require_choice(smooth, SMOOTHING, "smooth")
     _check_options(scheme, group_size, bits, True)
@@ -209,7 +207,7 @@ def inject_outlier(model: TinyLM, block: int = 0, channel: int = 0, factor: floa
     """The same function with an outlier channel made on purpose: norm1 gain ×factor, q/k/v column ÷factor."""
     _check_model(model)
     require_int_range(block, 0, len(model.blocks) - 1, "block")
-    require_int_range(channel, 0, model.cfg.d - 1, "channel")
+    require_int_range(channel, 0, model.cfg.d_model - 1, "channel")
     factor = require_positive(factor, "factor")
     out = copy.deepcopy(model).eval()
     b = out.blocks[block]

@@ -10,7 +10,7 @@ The steps a notebook shows, one function each:
    by 'max', 'entropy', 'percentile' or 'mse' (histogram methods; see ``helpers.plugins.pq_compat``).
 4. ``accuracy_table`` / ``model_size``: compare with FP32.
 
-Serves: core — used by chapters 7–11 and labs 06–09.
+Serves: core — used by chapters 7–12 and labs 06–09.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
 """Models: small trainable ones for the quantization chapters, faithful big ones for speed.
 
-Serves: core — chapters 1, 5–11 and their labs.
+Serves: core — used by chapters 1, 5–12 and labs 06–09.
 """

@@ -6,19 +6,20 @@ counts, FLOPs and memory traffic are those of the published model. Every project
 ``nn.Linear``, so quantization tools that swap Linear layers (pytorch-quantization,
 ModelOpt, torch.ao) see all of them.
 
-Serves: core — used by chapters 1, 9, 10 and lab 08.
+Serves: core — used by chapters 1, 9–12 and lab 08.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
 
 from helpers.errors import InputError
+from helpers.models.shapes import BERT_BASE, TransformerShape
 from helpers.validation import require_choice, require_int_range
 
 ATTENTION_KINDS = ("sdpa", "math")
@@ -29,24 +30,19 @@ TRT_A100_BERT_MS: dict[int, tuple[float, float]] = {1: (0.55, 0.64), 32: (2.30, 
 
 
 @dataclass(frozen=True)
-class BertConfig:
-    """BERT hyper-parameters; the defaults are BERT-base (uncased)."""
+class BertConfig(TransformerShape):
+    """BERT hyper-parameters: a TransformerShape (default BERT-base, uncased) and BERT's own settings."""
 
-    vocab_size: int = 30522
-    hidden: int = 768
-    num_layers: int = 12
-    num_heads: int = 12
-    ffn: int = 3072
+    d_model: int = BERT_BASE.d_model
+    n_heads: int = BERT_BASE.n_heads
+    d_ff: int = BERT_BASE.d_ff
+    n_layers: int = BERT_BASE.n_layers
+    vocab: int = BERT_BASE.vocab
     max_positions: int = 512
     type_vocab_size: int = 2
     layer_norm_eps: float = 1e-12
     dropout: float = 0.1
     init_std: float = 0.02
-
-    @property
-    def head_dim(self) -> int:
-        """Width of one attention head."""
-        return self.hidden // self.num_heads
 
 
 class BertEmbeddings(nn.Module):
@@ -56,15 +52,15 @@ class BertEmbeddings(nn.Module):
 
     def __init__(self, cfg: BertConfig):
         super().__init__()
-        self.word_embeddings = nn.Embedding(cfg.vocab_size, cfg.hidden)
-        self.position_embeddings = nn.Embedding(cfg.max_positions, cfg.hidden)
-        self.token_type_embeddings = nn.Embedding(cfg.type_vocab_size, cfg.hidden)
-        self.LayerNorm = nn.LayerNorm(cfg.hidden, eps=cfg.layer_norm_eps)
+        self.word_embeddings = nn.Embedding(cfg.vocab, cfg.d_model)
+        self.position_embeddings = nn.Embedding(cfg.max_positions, cfg.d_model)
+        self.token_type_embeddings = nn.Embedding(cfg.type_vocab_size, cfg.d_model)
+        self.LayerNorm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
         self.dropout = nn.Dropout(cfg.dropout)
         self.register_buffer("position_ids", torch.arange(cfg.max_positions).unsqueeze(0), persistent=False)
 
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor) -> torch.Tensor:
-        """(batch, seq) token ids -> (batch, seq, hidden) embeddings."""
+        """(batch, seq) token ids -> (batch, seq, d_model) embeddings."""
         pos = self.position_ids[:, : input_ids.shape[1]]
         x = self.word_embeddings(input_ids) + self.position_embeddings(pos) + self.token_type_embeddings(token_type_ids)
         return self.dropout(self.LayerNorm(x))
@@ -75,18 +71,18 @@ class BertSelfAttention(nn.Module):
 
     def __init__(self, cfg: BertConfig, attention: str = "sdpa"):
         super().__init__()
-        self.num_heads, self.head_dim, self.attention = cfg.num_heads, cfg.head_dim, attention
-        self.query = nn.Linear(cfg.hidden, cfg.hidden)
-        self.key = nn.Linear(cfg.hidden, cfg.hidden)
-        self.value = nn.Linear(cfg.hidden, cfg.hidden)
-        self.dense = nn.Linear(cfg.hidden, cfg.hidden)
+        self.n_heads, self.head_dim, self.attention = cfg.n_heads, cfg.head_dim, attention
+        self.query = nn.Linear(cfg.d_model, cfg.d_model)
+        self.key = nn.Linear(cfg.d_model, cfg.d_model)
+        self.value = nn.Linear(cfg.d_model, cfg.d_model)
+        self.dense = nn.Linear(cfg.d_model, cfg.d_model)
         self.dropout_p = cfg.dropout
         self.dropout = nn.Dropout(cfg.dropout)
 
     def _heads(self, x: torch.Tensor) -> torch.Tensor:
-        """(batch, seq, hidden) -> (batch, heads, seq, head_dim)."""
+        """(batch, seq, d_model) -> (batch, n_heads, seq, head_dim)."""
         b, s, _ = x.shape
-        return x.view(b, s, self.num_heads, self.head_dim).transpose(1, 2)
+        return x.view(b, s, self.n_heads, self.head_dim).transpose(1, 2)
 
     def forward(self, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         """Attend over the sequence; `bias` is None or an additive mask broadcastable to (b, h, s, s)."""
@@ -109,15 +105,15 @@ class BertLayer(nn.Module):
     def __init__(self, cfg: BertConfig, attention: str = "sdpa"):
         super().__init__()
         self.attention = BertSelfAttention(cfg, attention)
-        self.attention_norm = nn.LayerNorm(cfg.hidden, eps=cfg.layer_norm_eps)
-        self.intermediate = nn.Linear(cfg.hidden, cfg.ffn)
+        self.attention_norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
+        self.intermediate = nn.Linear(cfg.d_model, cfg.d_ff)
         self.act = nn.GELU()  # exact (erf) GELU, as in the original BERT
-        self.output = nn.Linear(cfg.ffn, cfg.hidden)
-        self.output_norm = nn.LayerNorm(cfg.hidden, eps=cfg.layer_norm_eps)
+        self.output = nn.Linear(cfg.d_ff, cfg.d_model)
+        self.output_norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
         self.dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-        """(batch, seq, hidden) -> (batch, seq, hidden)."""
+        """(batch, seq, d_model) -> (batch, seq, d_model)."""
         x = self.attention_norm(x + self.dropout(self.attention(x, bias)))
         return self.output_norm(x + self.dropout(self.output(self.act(self.intermediate(x)))))
 
@@ -134,9 +130,9 @@ class BertModel(nn.Module):
         super().__init__()
         self.config, self.seq_len = cfg, seq_len
         self.embeddings = BertEmbeddings(cfg)
-        self.layers = nn.ModuleList(BertLayer(cfg, attention) for _ in range(cfg.num_layers))
-        self.pooler = nn.Linear(cfg.hidden, cfg.hidden)
-        self.classifier = nn.Linear(cfg.hidden, num_labels) if num_labels else None
+        self.layers = nn.ModuleList(BertLayer(cfg, attention) for _ in range(cfg.n_layers))
+        self.pooler = nn.Linear(cfg.d_model, cfg.d_model)
+        self.classifier = nn.Linear(cfg.d_model, num_labels) if num_labels else None
         self.dropout = nn.Dropout(cfg.dropout)
         self.apply(self._init_weights)
 
@@ -174,32 +170,26 @@ class BertModel(nn.Module):
 
 def bert_base(seq_len: int = 128, *, num_labels: int | None = None, attention: str = "sdpa",
               **overrides: Any) -> BertModel:
-    """BERT-base (768 hidden, 12 layers, 12 heads, FFN 3072), randomly initialised, in eval mode.
+    """BERT-base (``helpers.models.shapes.BERT_BASE``), randomly initialised, in eval mode.
 
     `seq_len` is the sequence length the model is used at (default for bert_inputs and
-    exports); `overrides` change BertConfig fields (e.g. num_layers=2 for a fast test).
+    exports); `overrides` change BertConfig fields (e.g. n_layers=2 for a fast test).
     """
     require_choice(attention, ATTENTION_KINDS, "attention")
-    names = {f.name for f in fields(BertConfig)}
-    unknown = sorted(set(overrides) - names)
-    if unknown:
-        raise InputError(f"unknown BERT setting(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}.")
-    cfg = replace(BertConfig(), **overrides)
+    cfg = BertConfig().with_(**overrides)  # an unknown field or d_model % n_heads != 0 is an InputError
     require_int_range(seq_len, 1, cfg.max_positions, "seq_len")
-    if cfg.hidden % cfg.num_heads:
-        raise InputError(f"hidden={cfg.hidden} must be divisible by num_heads={cfg.num_heads}.")
     if num_labels is not None:
         require_int_range(num_labels, 1, 1_000_000, "num_labels")
     return BertModel(cfg, num_labels=num_labels, attention=attention, seq_len=seq_len).eval()
 
 
 def bert_inputs(batch: int, seq_len: int = 128, device: str | torch.device = "cpu", *,
-                vocab_size: int = 30522, seed: int = 0) -> dict[str, torch.Tensor]:
+                vocab: int = BERT_BASE.vocab, seed: int = 0) -> dict[str, torch.Tensor]:
     """Random token ids, an all-ones attention mask and zero token types: call model(**inputs)."""
     require_int_range(batch, 1, 1 << 20, "batch")
     require_int_range(seq_len, 1, 512, "seq_len")
     g = torch.Generator().manual_seed(seed)
-    ids = torch.randint(0, vocab_size, (batch, seq_len), generator=g, dtype=torch.long)
+    ids = torch.randint(0, vocab, (batch, seq_len), generator=g, dtype=torch.long)
     return {
         "input_ids": ids.to(device),
         "attention_mask": torch.ones(batch, seq_len, dtype=torch.long, device=device),
@@ -215,6 +205,6 @@ def parameter_count(model: nn.Module) -> int:
 def bert_flops(batch: int, seq_len: int = 128, cfg: BertConfig | None = None) -> int:
     """Multiply-add FLOPs (2 per MAC) of the encoder's matmuls for one forward pass."""
     cfg = cfg or BertConfig()
-    tokens, h = batch * seq_len, cfg.hidden
-    per_layer = 2 * tokens * (4 * h * h + 2 * h * cfg.ffn) + 2 * 2 * batch * seq_len * seq_len * h
-    return cfg.num_layers * per_layer + 2 * batch * h * h
+    tokens, h = batch * seq_len, cfg.d_model
+    per_layer = 2 * tokens * (4 * h * h + 2 * h * cfg.d_ff) + 2 * 2 * batch * seq_len * seq_len * h
+    return cfg.n_layers * per_layer + 2 * batch * h * h

@@ -1,6 +1,6 @@
 """A small ResNet-style CNN (1-D for MNIST-1D signals, 2-D for images): conv stem, residual blocks, linear head.
 
-Serves: core — used by chapters 7–11 and labs 06–09.
+Serves: core — used by chapters 7–12 and labs 06–09.
 """
 
 from __future__ import annotations

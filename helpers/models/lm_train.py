@@ -5,7 +5,7 @@ digest (each Python version ships its own standard library, so each trains its o
 stores a hash of the weights, checked on load (`helpers.models.train` does the same for the
 classifiers; its `cache_dir` and `weights_hash` are reused here).
 
-Serves: core — used by chapter 12 and lab 10.
+Serves: core — used by chapter 12.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ CODE_VERSION = 1
 class LMTrainConfig:
     """Everything that decides the trained weights."""
 
-    model: tiny_lm.LMConfig = field(default_factory=lambda: tiny_lm.LMConfig(layers=2, ffn=384, ctx=64))
+    model: tiny_lm.LMConfig = field(default_factory=lambda: tiny_lm.LMConfig(n_layers=2, d_ff=384, ctx=64))
     steps: int = 400
     batch: int = 32
     lr: float = 1e-2

@@ -1,6 +1,6 @@
 """A small MobileNet-style model: depthwise-separable blocks (per-channel 3-wide filter, then 1x1 mixing).
 
-Serves: core — used by chapter 7 (and the model cache, helpers.models.train).
+Serves: core — used by chapters 7–12 and labs 06–09.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Bottleneck v1.5: the stride sits on the 3x3 convolution (torchvision's choice, also NVIDIA's
 and MLPerf's). Parameter names match torchvision, so a torchvision state_dict loads as is.
 
-Serves: core — used by chapters 1, 9, 10 and lab 08.
+Serves: core — used by chapters 1, 9–12 and lab 08.
 """
 
 from __future__ import annotations

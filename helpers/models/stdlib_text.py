@@ -5,7 +5,7 @@ held-out files are different files, so perplexity is measured on code the model 
 version ships its own text (the GPU machine runs 3.12, the CPU machines 3.11): a perplexity is a
 measurement of that machine's text, and `corpus_info()` says which files and version it came from.
 
-Serves: core — used by chapter 12 and lab 10.
+Serves: core — used by chapter 12.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ embeddings. `Attention.kv_hook`, when set, is applied to the keys and values bef
 where a quantized KV cache (键值缓存) changes what attention reads. `perplexity` (困惑度) is
 exp(mean next-token cross-entropy) over held-out windows.
 
-Serves: core — used by chapter 12 and lab 10.
+Serves: core — used by chapter 12.
 """
 
 from __future__ import annotations
@@ -19,17 +19,18 @@ import torch.nn.functional as F
 from torch import nn
 
 from helpers.errors import InputError
+from helpers.models.shapes import TransformerShape
 
 
 @dataclass(frozen=True)
-class LMConfig:
-    """The shape of a TinyLM."""
+class LMConfig(TransformerShape):
+    """The shape of a TinyLM (a TransformerShape) and its context length."""
 
+    d_model: int = 128
+    n_heads: int = 4
+    d_ff: int = 384
+    n_layers: int = 4
     vocab: int = 256
-    d: int = 128
-    heads: int = 4
-    layers: int = 4
-    ffn: int = 384
     ctx: int = 128
 
 
@@ -49,20 +50,20 @@ class RMSNorm(nn.Module):
 class Attention(nn.Module):
     """Causal multi-head self-attention with q, k, v and o projections."""
 
-    def __init__(self, d: int, heads: int):
+    def __init__(self, d_model: int, n_heads: int):
         super().__init__()
-        if d % heads:
-            raise InputError(f"model width {d} must be divisible by heads={heads}.")
-        self.heads, self.dh = heads, d // heads
-        self.q, self.k, self.v, self.o = (nn.Linear(d, d, bias=False) for _ in range(4))
+        if d_model % n_heads:
+            raise InputError(f"d_model={d_model} must be divisible by n_heads={n_heads}.")
+        self.n_heads, self.head_dim = n_heads, d_model // n_heads
+        self.q, self.k, self.v, self.o = (nn.Linear(d_model, d_model, bias=False) for _ in range(4))
         self.kv_hook: Callable[[torch.Tensor], torch.Tensor] | None = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Attention over x (batch, T, d), each position seeing itself and earlier ones."""
+        """Attention over x (batch, T, d_model), each position seeing itself and earlier ones."""
         b, t, d = x.shape
 
         def split(y: torch.Tensor) -> torch.Tensor:
-            return y.view(b, t, self.heads, self.dh).transpose(1, 2)
+            return y.view(b, t, self.n_heads, self.head_dim).transpose(1, 2)
 
         q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
         if self.kv_hook is not None:
@@ -74,13 +75,13 @@ class Attention(nn.Module):
 class MLP(nn.Module):
     """SwiGLU feed-forward: down(silu(gate(x)) * up(x))."""
 
-    def __init__(self, d: int, ffn: int):
+    def __init__(self, d_model: int, d_ff: int):
         super().__init__()
-        self.gate, self.up = nn.Linear(d, ffn, bias=False), nn.Linear(d, ffn, bias=False)
-        self.down = nn.Linear(ffn, d, bias=False)
+        self.gate, self.up = nn.Linear(d_model, d_ff, bias=False), nn.Linear(d_model, d_ff, bias=False)
+        self.down = nn.Linear(d_ff, d_model, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """The feed-forward on x (..., d)."""
+        """The feed-forward on x (..., d_model)."""
         return self.down(F.silu(self.gate(x)) * self.up(x))
 
 
@@ -89,8 +90,8 @@ class Block(nn.Module):
 
     def __init__(self, cfg: LMConfig):
         super().__init__()
-        self.norm1, self.attn = RMSNorm(cfg.d), Attention(cfg.d, cfg.heads)
-        self.norm2, self.mlp = RMSNorm(cfg.d), MLP(cfg.d, cfg.ffn)
+        self.norm1, self.attn = RMSNorm(cfg.d_model), Attention(cfg.d_model, cfg.n_heads)
+        self.norm2, self.mlp = RMSNorm(cfg.d_model), MLP(cfg.d_model, cfg.d_ff)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """One decoder block."""
@@ -104,14 +105,14 @@ class TinyLM(nn.Module):
     def __init__(self, cfg: LMConfig = LMConfig()):
         super().__init__()
         self.cfg = cfg
-        self.tok, self.pos = nn.Embedding(cfg.vocab, cfg.d), nn.Embedding(cfg.ctx, cfg.d)
-        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.layers))
-        self.norm = RMSNorm(cfg.d)
-        self.head = nn.Linear(cfg.d, cfg.vocab, bias=False)
+        self.tok, self.pos = nn.Embedding(cfg.vocab, cfg.d_model), nn.Embedding(cfg.ctx, cfg.d_model)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
+        self.norm = RMSNorm(cfg.d_model)
+        self.head = nn.Linear(cfg.d_model, cfg.vocab, bias=False)
         self.apply(_init)
         for name, p in self.named_parameters():  # GPT-2 style: residual projections start small
             if name.endswith(("o.weight", "down.weight")):
-                nn.init.normal_(p, std=0.02 / math.sqrt(2 * cfg.layers))
+                nn.init.normal_(p, std=0.02 / math.sqrt(2 * cfg.n_layers))
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """Logits (batch, T, vocab) for tokens (batch, T), T <= ctx."""

@@ -5,16 +5,18 @@ then caches the weights under $WORKBOOK_CACHE (default ~/.cache/gpu-int8-course)
 name carries a key hashed from the training config and the code that defines the model and the
 loop; the file also stores a hash of the weights. A stale key or a wrong weight hash retrains.
 
-Serves: core — used by chapters 7–11 and labs 06–09.
+Serves: core — used by chapters 7–12 and labs 06–09.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
 import io
+import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -222,6 +224,28 @@ def trained_model(name: str, *, dataset: str | None = None, progress: bool = Tru
     path = checkpoint_path(name, cfg.dataset)
     if not retrain and _load_cached(path, model, name):
         return model.eval()
+    with _training_lock(path):  # another process (a parallel test worker) may be training the same model
+        if not retrain and path.is_file() and _load_cached(path, model, name):
+            return model.eval()
+        return _train_and_store(model, data, cfg, path, name, progress)
+
+
+@contextlib.contextmanager
+def _training_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock beside the checkpoint while one process trains it (others wait, then load)."""
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_suffix(".lock"), "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _train_and_store(model: nn.Module, data: Any, cfg: Any, path: Path, name: str, progress: bool) -> nn.Module:
+    """Train `model` with its config, store the checkpoint atomically (hash-checked on load), return it in eval mode."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny layers gain little from threads, and spinning threads hurt on busy machines
     fit(model, data.train, epochs=cfg.epochs, lr=cfg.lr, weight_decay=cfg.weight_decay,
@@ -232,7 +256,7 @@ def trained_model(name: str, *, dataset: str | None = None, progress: bool = Tru
     buf = io.BytesIO()
     torch.save({"state_dict": state, "weights_hash": weights_hash(state), "config": asdict(cfg),
                 "python": sys.version.split()[0], "torch": str(torch.__version__)}, buf)
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_bytes(buf.getvalue())
     tmp.replace(path)
     return model.eval()

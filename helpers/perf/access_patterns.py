@@ -4,7 +4,7 @@ Global memory moves 32-byte sectors (four to a 128-byte line): a warp pays for e
 lanes touch. Shared memory has 32 banks of 4-byte words: lanes that hit different words of one bank
 wait for each other. Index functions map a lane (0..31, plus warp * 32) to an element index.
 
-Serves: core — used by chapters 3, 4 and labs 02, 03.
+Serves: core — used by chapters 3, 4, 11 and labs 02, 03, 11–13.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ The idiom every module here uses for its library: ``optional(name, install=...)`
 raises ``helpers.errors.MissingPackageError`` with the install line; ``present(name)`` returns the module
 or None. A plugin imports only foundation modules (``helpers.errors`` ...) and third-party packages.
 
-Serves: core — chapters 7–11 and labs 06–09 (through helpers.model_quant and helpers.deploy).
+Serves: core — used by every chapter and every lab.
 """
 
 from __future__ import annotations

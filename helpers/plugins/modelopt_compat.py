@@ -9,7 +9,7 @@ avoid the ``[onnx]`` extra, it pulls onnxruntime-gpu and cupy). Not installed by
 2. ``mtq.quantize(model, cfg, forward_loop)`` calibrates with max only; a histogram calibrator has to be
    swapped in, fed and loaded by hand, per quantizer (``load_calib_amax(method)``): ``histogram_calibrate``.
 
-Serves: core — chapter 7 (through ``helpers.model_quant.modelopt_ptq``).
+Serves: core — used by chapter 7.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@
 4. ORT reads ONNX IR versions only up to the one its build knows: the probe's one-node model says
    ``IR_VERSION`` (8, ONNX 1.10's) instead of the newest one the installed onnx writes by default.
 
-Serves: core — chapters 9–11 and labs 08, 09 (through helpers.deploy.ort_backend and the environment probe).
+Serves: core — used by chapters 9–12 and labs 08, 09.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ nvidia-modelopt). Version 2.1.3 predates torch 2.x and assumes a CUDA device in 
 No other module patches pytorch-quantization (``helpers.model_quant.ptq`` and ``qat`` build on this one).
 Nothing here replaces library functions globally.
 
-Serves: core — used by chapters 7–11 and labs 06–09.
+Serves: core — used by chapters 7–12 and labs 06–09.
 """
 
 from __future__ import annotations

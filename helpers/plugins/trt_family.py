@@ -10,7 +10,7 @@ TensorRT-RTX installs as ``pip install tensorrt-rtx`` (module ``tensorrt_rtx``);
 alone is ``tensorrt_rtx_bindings``, next to a ``tensorrt_rtx_libs`` folder (the GPU reference run
 unpacks both under /tmp/rtx and puts it on PYTHONPATH).
 
-Serves: core — chapter 9 (``helpers.deploy.tensorrt_backend``, ``python -m helpers.deploy build|bench --backend tensorrt``).
+Serves: core — used by chapters 9–12 and labs 08, 09.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ Two sources, one result (a list of ``{"name", "type", "precision"}``):
   block at the end of every build), which works even where the runtime refuses the engine.
 The precision of a layer is the data type of its first input (an ``Int8`` convolution reads INT8).
 
-Serves: core — chapter 9 (TensorRT-family engines).
+Serves: core — used by chapter 9.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
 (``make typecheck``), and ``tests/deploy/test_tensorrt.py`` checks every member by name on
 whichever real module is importable. Enums and data types stay opaque (``Any``).
 
-Serves: core — chapter 9 (the TensorRT-family backend, ``helpers.deploy.tensorrt_backend``).
+Serves: core — used by chapters 9–12 and labs 08, 09.
 """
 
 from __future__ import annotations

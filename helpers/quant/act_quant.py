@@ -9,7 +9,7 @@ resolution; an outlier *channel* still does, inside every token (SmoothQuant's t
 A NaN or Inf in x is propagated, never hidden: its row's scale (every row's, per tensor) becomes NaN or
 Inf, and so does that row of the output.
 
-Serves: core — used by chapter 12 and lab 10.
+Serves: core — used by chapter 12.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ Histogram methods share pytorch-quantization's conventions so they can be cross-
 a histogram of |x| over [0, max] with 2048 bins that grows (same bin width) when a later batch
 exceeds the range; candidates start at bin 128.
 
-Serves: core — used by chapters 5–11 and labs 05–09.
+Serves: core — used by chapters 5–12 and labs 05–09, 12.
 """
 
 from __future__ import annotations

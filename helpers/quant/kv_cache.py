@@ -6,7 +6,7 @@ weights. `fake_quant_kv` returns what attention reads back from such a cache; st
 (token, head) vector with its own scale makes this the same numbers as quantizing at write time.
 A NaN or Inf in a vector is propagated (its whole vector reads back NaN), never hidden.
 
-Serves: core — used by chapter 12 and lab 10.
+Serves: core — used by chapter 12.
 """
 
 from __future__ import annotations
@@ -35,13 +35,17 @@ def fake_quant_kv(t: torch.Tensor, kind: str = "int8") -> torch.Tensor:
     return (torch.round(t.float() / s).clamp(-qmax - 1, qmax) * s).to(t.dtype)
 
 
-def kv_bytes_per_token(layers: int, d_model: int, kind: str = "fp16", head_dim: int = 128) -> float:
-    """Cache bytes one token adds: keys and values of every layer, plus an FP16 scale per head if quantized."""
+def kv_bytes_per_token(n_layers: int, d_model: int, kind: str = "fp16", head_dim: int = 128) -> float:
+    """Cache bytes one token adds: keys and values of every layer, plus an FP16 scale per head if quantized.
+
+    With a ``helpers.models.shapes.TransformerShape`` s: ``kv_bytes_per_token(s.n_layers, s.kv_dim, kind, s.head_dim)``
+    (``kv_dim`` is ``d_model`` without grouped-query attention).
+    """
     require_choice(kind, tuple(KINDS), "kind")
-    layers, d_model, head_dim = require_size(layers, "layers"), require_size(d_model, "d_model"), \
+    n_layers, d_model, head_dim = require_size(n_layers, "n_layers"), require_size(d_model, "d_model"), \
         require_size(head_dim, "head_dim")
     if d_model % head_dim:
         raise InputError(f"d_model={d_model} is not a whole number of heads of head_dim={head_dim}; "
                          "pass the model's head_dim (d_model = heads x head_dim).")
     scales = 0 if kind == "fp16" else 2 * (d_model // head_dim)
-    return 2 * layers * (d_model * KINDS[kind] + scales)
+    return 2 * n_layers * (d_model * KINDS[kind] + scales)

@@ -9,7 +9,7 @@ complement (`helpers.quant.fp8.pack_int4` is the numpy form of the same function
 torch-only (CPU or GPU, no copies to numpy), and gives exactly the codes of `helpers.quant.core` (tests
 compare them).
 
-Serves: core — used by chapter 12 and lab 10.
+Serves: core — used by chapters 5, 10, 12 and labs 10, 13.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ codes in the order that the magic-number conversion wants:
 The packers take torch tensors (CPU or GPU); the ``np_*`` functions are the numpy references the tests check them
 with, bit by bit, including an emulation of the FP16 arithmetic of the conversion.
 
-Serves: chapter 12 (and lab 13, which unpacks the same layouts).
+Serves: core — used by chapter 12 and lab 13.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Each core module's ``Serves:`` line, derived from the import graph: which chapters and labs reach it, through
 their own packages (``helpers.chapters.chNN_*``, ``helpers.labs.labNN_*``) and their notebooks' imports.
 
-    python -m helpers.tools.layout --write-serves     rewrite every stale core ``Serves:`` line from the graph
+    python -m helpers.tools.serves            list every core ``Serves:`` line the import graph contradicts
+    python -m helpers.tools.serves --write    rewrite them from the graph
 
 A core module (the foundation modules and the core packages) carries ``Serves: core — used by …`` naming exactly
 the chapters and labs that import it, directly or through other modules; one that no chapter or lab reaches is
@@ -161,3 +162,25 @@ def write(root: Path = layout.ROOT) -> list[Path]:
         path.write_text(text.replace(have, want, 1), encoding="utf-8")
         changed.append(path)
     return changed
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print every stale core Serves line (exit 1), or with --write rewrite them from the graph."""
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    if args == ["--write"]:
+        for path in write():
+            print(f"rewrote the Serves line of {path}")
+        return 0
+    if args:
+        print("usage: python -m helpers.tools.serves [--write]", file=sys.stderr)
+        return 2
+    problems = stale()
+    for p in problems:
+        print(p, file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

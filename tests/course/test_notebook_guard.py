@@ -27,7 +27,7 @@ PLANT = [
 def test_planted_problems_fail_the_notebook_run(tmp_path: Path) -> None:
     nb = build(tmp_path / "99_planted.ipynb", PLANT)
     env = {**os.environ, "WORKBOOK_SILENT_LIMIT_S": "2", "WORKBOOK_FIGURE_LINT": str(tmp_path / "figures.jsonl")}
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.nbval_guard",
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.support.nbval_guard",
                           "--nbval-lax", "--nbval-current-env", str(nb)],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     out = run.stdout + run.stderr
@@ -45,6 +45,6 @@ def test_planted_problems_fail_the_notebook_run(tmp_path: Path) -> None:
     ([], False),
 ])
 def test_progress_is_recognised(outputs, expected):
-    from tests.nbval_guard import shows_progress
+    from tests.support.nbval_guard import shows_progress
 
     assert shows_progress(outputs) is expected

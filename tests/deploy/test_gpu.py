@@ -83,7 +83,7 @@ def test_cuda_graph_replays_the_same_result():
 def test_small_bert_variants_run_and_agree():
     from helpers.chapters.ch09_deployment.workloads import BERT_PATHS, bert_variants, time_variants
 
-    variants = bert_variants(batch=8, seq=128, num_layers=2)
+    variants = bert_variants(batch=8, seq=128, n_layers=2)
     assert set(variants) <= set(BERT_PATHS) and {"int8 compiled", "int8 fused CUDA graphs"} <= set(variants)
     with torch.inference_mode():
         seq16, _ = variants["fp16 eager"]()

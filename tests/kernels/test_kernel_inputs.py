@@ -62,7 +62,7 @@ ROWS = [
     ("gemv-batch-2", lambda: tg.gemv(torch.ones(2, 128).half(), GW), "batch 1"),
     ("gemv-fp32-x", lambda: tg.gemv(torch.ones(128), GW), "float16 tensor of 128 values"),
     ("gemv-numpy-x", lambda: tg.gemv(np.ones(128, np.float16), GW), "torch.from_numpy"),
-    ("gemv-hand-made-weight", lambda: tg.gemv(XH, dataclasses.replace(G8, k=256)), "rather than by hand"),
+    ("gemv-hand-made-weight", lambda: tg.gemv(XH, dataclasses.replace(G8, k=256)), "in the layout of its kind"),
     ("gemv-scale-missing", lambda: tg.gemv(XH, dataclasses.replace(G4, scale=None)), "prepare_w4"),
     ("gemv-kind", lambda: tg.gemv(XH, dataclasses.replace(GW, kind="w2")), "prepare_fp16"),
     ("gemv-norm-eps-nan", lambda: tg.gemv(XH, GW, norm_eps=NAN), "norm_eps must be a finite number > 0"),

@@ -7,6 +7,7 @@ import torch
 
 from helpers.errors import InputError
 from helpers.models.bert import BertConfig, bert_base, bert_flops, bert_inputs, parameter_count
+from helpers.models.shapes import BERT_BASE
 from helpers.models.resnet import image_batch, resnet18, resnet50
 
 BERT_BASE_PARAMS = 109_482_240  # bert-base-uncased: embeddings + 12 layers + pooler
@@ -23,14 +24,16 @@ def test_bert_base_parameter_count(bert):
 
 def test_bert_base_configuration(bert):
     cfg = bert.config
-    assert (cfg.hidden, cfg.num_layers, cfg.num_heads, cfg.ffn) == (768, 12, 12, 3072)
-    assert (cfg.vocab_size, cfg.max_positions, cfg.layer_norm_eps) == (30522, 512, 1e-12)
+    assert (cfg.d_model, cfg.n_layers, cfg.n_heads, cfg.d_ff) == (768, 12, 12, 3072)
+    assert (cfg.vocab, cfg.max_positions, cfg.layer_norm_eps) == (30522, 512, 1e-12)
+    assert cfg.head_dim == 64 and BERT_BASE.with_() == BERT_BASE and all(
+        getattr(cfg, f) == getattr(BERT_BASE, f) for f in BERT_BASE.__dataclass_fields__)
     assert isinstance(bert.layers[0].act, torch.nn.GELU) and bert.layers[0].act.approximate == "none"
     assert not bert.training
 
 
 def test_bert_shapes_and_mask():
-    model = bert_base(seq_len=16, num_layers=2)
+    model = bert_base(seq_len=16, n_layers=2)
     inputs = bert_inputs(3, 16)
     with torch.inference_mode():
         seq, pooled = model(**inputs)
@@ -44,8 +47,8 @@ def test_bert_shapes_and_mask():
 
 
 def test_bert_sdpa_matches_explicit_attention():
-    fast = bert_base(seq_len=8, num_layers=2)
-    slow = bert_base(seq_len=8, num_layers=2, attention="math")
+    fast = bert_base(seq_len=8, n_layers=2)
+    slow = bert_base(seq_len=8, n_layers=2, attention="math")
     slow.load_state_dict(fast.state_dict())
     inputs = bert_inputs(2, 8)
     with torch.inference_mode():
@@ -53,7 +56,7 @@ def test_bert_sdpa_matches_explicit_attention():
 
 
 def test_bert_classifier_head():
-    model = bert_base(seq_len=8, num_layers=1, num_labels=3)
+    model = bert_base(seq_len=8, n_layers=1, num_labels=3)
     with torch.inference_mode():
         assert model(**bert_inputs(2, 8)).shape == (2, 3)
 
@@ -65,16 +68,16 @@ def test_bert_flops_of_base_seq128():
 
 
 @pytest.mark.parametrize("kwargs", [dict(seq_len=0), dict(seq_len=513), dict(attention="flash"),
-                                    dict(hidden_size=1024), dict(num_heads=5)])
+                                    dict(hidden_size=1024), dict(num_layers=2), dict(n_heads=5)])
 def test_bert_rejects_bad_settings(kwargs):
-    with pytest.raises(InputError):
+    with pytest.raises(InputError, match="seq_len|attention|unknown BertConfig field|divisible by n_heads=5"):
         bert_base(**kwargs)
 
 
 def test_bert_inputs_are_valid_and_repeatable():
     a, b = bert_inputs(2, 128), bert_inputs(2, 128)
     assert torch.equal(a["input_ids"], b["input_ids"])
-    assert a["input_ids"].max() < BertConfig().vocab_size and a["attention_mask"].all()
+    assert a["input_ids"].max() < BertConfig().vocab and a["attention_mask"].all()
     with pytest.raises(InputError):
         bert_inputs(0, 128)
 

@@ -11,7 +11,7 @@ from helpers.errors import InputError
 from helpers.model_quant import lm_quant
 from helpers.models import lm_train, stdlib_text, tiny_lm
 
-CFG = tiny_lm.LMConfig(d=64, heads=2, layers=2, ffn=128, ctx=16)
+CFG = tiny_lm.LMConfig(d_model=64, n_heads=2, n_layers=2, d_ff=128, ctx=16)
 
 
 def _model(seed: int = 0) -> tiny_lm.TinyLM:
@@ -85,7 +85,7 @@ def test_smoothing_schemes_need_calibration_and_awq_returns_alphas():
     with pytest.raises(InputError, match="calib"):
         lm_quant.quantize_lm(m, "w8a8", smooth="smoothquant")
     _, alphas = lm_quant.quantize_lm(m, "w4a16", group_size=32, smooth="awq", calib=calib)
-    assert len(alphas) == 4 * CFG.layers + 1 and all(0 <= a <= 1 for a in alphas.values())
+    assert len(alphas) == 4 * CFG.n_layers + 1 and all(0 <= a <= 1 for a in alphas.values())
 
 
 def test_kv_cache_hook_changes_attention_only_slightly():

@@ -31,7 +31,7 @@ W = torch.linspace(-1, 1, 32).reshape(4, 8)
 X = torch.linspace(-2, 2, 24).reshape(3, 8)
 W8, W4 = wo.quantize_w8(W), wo.quantize_w4(W, 4)
 KV = torch.linspace(-1, 1, 32).reshape(1, 2, 2, 8)
-CFG = LMConfig(vocab=32, d=16, heads=2, layers=1, ffn=32, ctx=8)
+CFG = LMConfig(d_model=16, n_heads=2, d_ff=32, n_layers=1, vocab=32, ctx=8)
 FQ = lambda w: wo.quantize_w4(w, 4).dequantize()  # noqa: E731
 
 

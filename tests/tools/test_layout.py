@@ -76,3 +76,50 @@ def test_a_chapter_importing_a_later_chapter_is_reported(tmp_path: Path) -> None
 def test_size_and_docstring_rules_fail_on_a_plant(tmp_path: Path, bad: dict[str, str], why: str) -> None:
     root = _tree(tmp_path, {**PLANT, **bad})
     assert any(why in p for p in layout.oversized(root) + layout.undocumented(root))
+
+
+LAB_PLANT = {
+    **PLANT,
+    "grading/__init__.py": '"""Serves: the labs."""\n',
+    "grading/batch/__init__.py": '"""Serves: instructors."""\n',
+    "labs/__init__.py": '"""Serves: the labs."""\n',
+    "labs/lab02_copy/__init__.py": '"""Serves: lab 02."""\n',
+    "labs/lab02_copy/kit.py": '"""Serves: lab 02."""\nfrom helpers.chapters.ch03_memory import bench\n',
+    "labs/lab05_calib/__init__.py": '"""Serves: lab 05."""\n',
+    "labs/lab05_calib/kit.py": '"""Serves: lab 05."""\nfrom helpers.grading import check\n',
+}
+
+
+def test_a_clean_lab_tree_passes(tmp_path: Path) -> None:
+    root = _tree(tmp_path, LAB_PLANT)
+    assert layout.violations(root) == []
+
+
+@pytest.mark.parametrize("rel, src, why", [
+    ("labs/lab05_calib/key.py", "from helpers.labs.lab02_copy import kit\n", "a lab must not import another lab"),
+    ("chapters/ch03_memory/lab_demo.py", "from helpers.labs.lab02_copy import kit\n", "lower layer"),
+    ("perf/roof.py", "def f():\n    from helpers.labs.lab02_copy.kit import x\n", "lower layer"),
+    ("grading/check.py", "from helpers.grading.batch import grade\n", "lower layer"),
+])
+def test_lab_rules_fail_on_a_plant(tmp_path: Path, rel: str, src: str, why: str) -> None:
+    root = _tree(tmp_path, {**LAB_PLANT, rel: '"""Serves: core."""\n' + src})
+    found = [p for p in layout.violations(root) if rel.replace(".py", "").replace("/", ".") in p]
+    assert found and why in found[0], found
+
+
+def test_serves_lines_agree_with_the_import_graph() -> None:
+    from helpers.tools import serves
+
+    assert serves.stale() == []
+
+
+def test_a_drifted_serves_line_is_reported(tmp_path: Path) -> None:
+    from helpers.tools import serves
+
+    root = _tree(tmp_path, {**PLANT, "perf/gemm.py": '"""Serves: core — used by chapter 3."""\n'})
+    # nothing imports perf.gemm in the plant: its line must say tooling, and the check says so
+    assert any("perf/gemm.py" in p and "tooling" in p for p in serves.stale(root))
+    root = _tree(tmp_path / "b", {**PLANT, "perf/gemm.py": '"""Serves: core — used by chapter 4."""\n',
+                                  "chapters/ch05_other/__init__.py": '"""Serves: chapter 5."""\n',
+                                  "chapters/ch03_memory/bench.py": '"""Serves: chapter 3."""\nfrom helpers.perf import gemm\n'})
+    assert any("used by chapters 3, 9." in p for p in serves.stale(root))  # chapter 9 reaches it through 3

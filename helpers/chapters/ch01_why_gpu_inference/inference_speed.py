@@ -4,6 +4,10 @@ Three views of the GPU: compute only (inputs already on the GPU), end to end (in
 host -> device, the answer copied back: what a server pays), and the CPU. A tiny model shows
 where the CPU wins: at batch 1 the GPU's launch overhead and transfers dominate.
 
+Every sweep is checked before anything is concluded from it (``helpers.figure_check.recheck``): a point
+whose time per sample jumps several-fold against its neighbours is measured again, and a crossover that
+rests on a point that jumped and was never re-measured (an old stored run) is not concluded.
+
 Serves: chapter 1.
 """
 
@@ -16,7 +20,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from helpers import bench
+from helpers import bench, figure_check
 from helpers.errors import InputError, NoGPUError
 from helpers.validation import require_choice, require_int_range
 
@@ -77,6 +81,7 @@ class Latency:
     batch: int
     ms: float
     dtype: str = "fp32"
+    checked: bool = False  # the sweep check ran on its series, and re-measured it if it jumped
 
     @property
     def items_per_s(self) -> float:
@@ -110,8 +115,12 @@ def measure(model: nn.Module, make_input: Callable[[int], Any], batch: int, mode
 
 
 def sweep(name: str, batches: Sequence[int], modes: Iterable[str] = ("cpu",), *, dtype: str = "fp32",
-          repeats: int = 10, progress: bool = False) -> list[Latency]:
-    """Latency of model `name` for every batch size and mode (the model is built once)."""
+          repeats: int = 10, progress: bool = False, recheck: bool = True) -> list[Latency]:
+    """Latency of model `name` for every batch size and mode (the model is built once).
+
+    With `recheck`, each mode's curve goes through the sweep check: the points next to a several-fold
+    jump in time per sample are measured three times more and keep the median (``SWEEP_NOTES`` says what).
+    """
     model, make_input = build(name)
     modes = list(modes)
     out = []
@@ -123,7 +132,45 @@ def sweep(name: str, batches: Sequence[int], modes: Iterable[str] = ("cpu",), *,
     for mode, b in todo:
         out.append(measure(model, make_input, b, mode, name=name,
                            dtype="fp32" if mode == "cpu" else dtype, repeats=repeats))
-    return out
+    if not recheck:
+        return out
+    checked = []
+    for mode in modes:
+        dt = "fp32" if mode == "cpu" else dtype
+        pts = sorted((r for r in out if r.mode == mode), key=lambda r: r.batch)
+
+        def again(b: float, mode: str = mode, dt: str = dt) -> float:
+            return measure(model, make_input, int(b), mode, name=name, dtype=dt, repeats=repeats).ms / b
+
+        check = figure_check.recheck([r.batch for r in pts], [r.ms / r.batch for r in pts], again)
+        SWEEP_NOTES[(name, mode, dt)] = check.note()
+        checked += [Latency(name, mode, r.batch, v * r.batch, dt, True) for r, v in zip(pts, check.per_item)]
+    return checked
+
+
+SWEEP_NOTES: dict[tuple[str, str, str], str] = {}  # (model, mode, dtype) -> what the last sweep check found
+
+
+def untrusted(results: Iterable[Latency], model: str, mode: str, dtype: str = "fp32") -> list[int]:
+    """Batches of one curve that jump several-fold against a neighbour and were never re-measured."""
+    pts = sorted((r for r in results if r.model == model and r.mode == mode and r.dtype == dtype),
+                 key=lambda r: r.batch)
+    if not pts or all(r.checked for r in pts):
+        return []
+    b = [r.batch for r in pts]
+    return [b[i] for i in figure_check.sweep_jumps(b, [r.ms / r.batch for r in pts])]
+
+
+def crossover_doubt(results: Iterable[Latency], model: str, x: int | None) -> list[int]:
+    """The points a crossover at batch `x` rests on (x and the batch before it) that cannot be trusted."""
+    results = list(results)
+    if x is None:
+        return []
+    batches, _ = series(results, model, "cpu")
+    i = batches.index(x)
+    basis = set(batches[max(0, i - 1): i + 1])
+    bad = set(untrusted(results, model, "cpu")) | set(untrusted(results, model, "gpu_e2e"))
+    return sorted(basis & bad)
 
 
 def crossover_batch(batches: Sequence[int], cpu_ms: Sequence[float], gpu_ms: Sequence[float]) -> int | None:
@@ -145,7 +192,7 @@ def record(results: Iterable[Latency], prefix: str = "ch01") -> None:
     for r in results:
         suffix = "" if r.dtype == "fp32" else f"_{r.dtype}"
         bench.record(f"{prefix}.{r.model}.{r.mode}{suffix}_ms.b{r.batch}", r.ms, "ms",
-                     items_per_s=r.items_per_s)
+                     items_per_s=r.items_per_s, **({"sweep_checked": True} if r.checked else {}))
 
 
 def from_records(records: Iterable[bench.Record]) -> list[Latency]:
@@ -158,7 +205,8 @@ def from_records(records: Iterable[bench.Record]) -> list[Latency]:
         mode, _, dtype = parts[2][:-3].partition("_fp")
         if mode not in MODES:
             continue
-        out.append(Latency(parts[1], mode, int(parts[3][1:]), r.value, f"fp{dtype}" if dtype else "fp32"))
+        out.append(Latency(parts[1], mode, int(parts[3][1:]), r.value, f"fp{dtype}" if dtype else "fp32",
+                           bool(r.extra.get("sweep_checked", False))))
     return out
 
 
@@ -190,7 +238,7 @@ def plot(results: list[Latency], model: str, *, per_item: bool = False, device: 
     bg, gpu = series(results, model, "gpu_e2e")
     if bc and bc == bg:
         x = crossover_batch(bc, cpu, gpu)
-        if x is not None:
+        if x is not None and not crossover_doubt(results, model, x):
             ax.axvline(x, ls="--", color="0.5", lw=1, label=f"GPU wins from batch {x}")
     ax.set(xscale="log", yscale="log", xlabel="batch size",
            ylabel="latency (ms per sample)" if per_item else "latency (ms per batch)",
@@ -226,6 +274,8 @@ def record_crossover(results: list[Latency], model: str = "tiny_mlp", prefix: st
     if not bc or bc != bg:
         raise InputError(f"need CPU and GPU end-to-end latencies of {model} at the same batch sizes.")
     x = crossover_batch(bc, cpu, gpu)
+    if crossover_doubt(results, model, x):
+        return None  # it rests on a point that jumped and was not re-measured: nothing is concluded
     if x is not None:  # "never" is not a number: nothing is recorded then
         bench.record(f"{prefix}.{model}.crossover_batch", float(x), "batch")
     return x

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from helpers import bench, findings, reference
 from helpers.chapters.ch01_why_gpu_inference import inference_speed as speed
-from helpers.chapters.ch01_why_gpu_inference.claims import CPU_BW_ALL, CPU_BW_ONE, GPU_BW
+from helpers.chapters.ch01_why_gpu_inference.notes import CPU_BW_ALL, CPU_BW_ONE, GPU_BW
 
 NAMES = {"bert_base": "BERT-base", "resnet50": "ResNet-50", "tiny_mlp": "the tiny MLP"}
 
@@ -52,10 +52,26 @@ def stored_crossover(model: str = "tiny_mlp", source: str = "h200") -> str:
         return f"The stored {source} run holds no CPU and GPU sweep of {NAMES[model]} to compare."
     x = speed.crossover_batch(bc, cpu, gpu)
     label = reference.stored_label(source)
+    doubt = speed.crossover_doubt(recs, model, x)
+    jumps = speed.untrusted(recs, model, "cpu") + speed.untrusted(recs, model, "gpu_e2e")
+    odd = ("" if not jumps else f" Its curves jump several-fold between neighbours at batch "
+           f"{', '.join(f'{b:,}' for b in sorted(set(jumps)))}, and that run did not measure them again.")
+    if doubt:
+        return (f"In the stored run the GPU, copies included, would overtake its host CPU only from batch {x:,}, "
+                f"but that rests on batch {', '.join(f'{b:,}' for b in doubt)}, where a curve jumps "
+                "several-fold against its neighbours and was never re-measured: nothing is concluded from "
+                f"it.{odd} ({label})")
     if x is None:
         return (f"In the stored run the GPU, copies included, never overtook its own host CPU up to batch "
                 f"{bc[-1]:,} (there: GPU {gpu[-1]:.3g} ms, CPU {cpu[-1]:.3g} ms). ({label})")
-    return f"In the stored run the GPU, copies included, overtook its host CPU from batch {x:,} on. ({label})"
+    return f"In the stored run the GPU, copies included, overtook its host CPU from batch {x:,} on.{odd} ({label})"
+
+
+def sweep_check(model: str = "tiny_mlp") -> str:
+    """What this session's sweep check found and re-measured, one line per curve that jumped."""
+    lines = [f"{NAMES[m]} {mode} ({dt}): {note}." for (m, mode, dt), note in speed.SWEEP_NOTES.items()
+             if m == model and note]
+    return "\n".join(lines) or f"Sweep check: no curve of {NAMES[model]} jumps several-fold between neighbours."
 
 
 def measure_cpu_bandwidth(nbytes: int = 1 << 27, repeats: int = 5) -> tuple[float, float]:

@@ -3,7 +3,6 @@
 Its notebook uses the core performance package: ``helpers.perf.architecture`` (SM composition,
 device query), ``helpers.perf.gemm`` (GEMM throughput per precision), ``helpers.perf.specs``
 (datasheet peaks), ``helpers.perf.roofline``, and ``helpers.quant.intgemm`` (dp4a vs Tensor Core INT8).
-Lab: ``lab01_roofline_and_timing``.
 
 Serves: chapter 2.
 """

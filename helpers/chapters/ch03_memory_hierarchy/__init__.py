@@ -5,7 +5,6 @@ Here: ``memory_bench`` (every chapter-3 GPU measurement, recorded under ``ch03.*
 ``notes`` (the lecture notes' memory claims, judged).
 Core code the notebook uses: ``helpers.kernels`` (the numba and CUDA C kernels),
 ``helpers.perf.access_patterns`` (sectors and bank conflicts from index expressions).
-Lab: ``lab02_coalescing_and_transpose``.
 
 Serves: chapter 3.
 """

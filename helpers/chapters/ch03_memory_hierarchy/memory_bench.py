@@ -25,8 +25,20 @@ STENCIL_RADIUS = 4
 TIMING = {"warmup": 3, "repeats": 20, "inner": 5}
 
 
-def copy_bandwidth(n: int = COPY_N) -> dict[str, float]:
-    """GB/s of torch's D2D copy and of every cupy and numba copy kernel, measured in one run."""
+def _gbs(fn: Callable[[], Any], moved: float, backend: str, spreads: dict | None, key: str) -> float:
+    """Median GB/s of fn; its p10..p90 over the timed samples goes into spreads[key] when given."""
+    from helpers.spread import Spread
+
+    t = bench.timeit(fn, backend=backend, **TIMING)
+    if spreads is not None:
+        spreads[key] = Spread(moved / t.percentile_s(90) / 1e9, moved / t.percentile_s(10) / 1e9,
+                              f"p10..p90 of {len(t.samples_s)} timed samples")
+    return moved / t.median_s / 1e9
+
+
+def copy_bandwidth(n: int = COPY_N, spreads: dict | None = None) -> dict[str, float]:
+    """GB/s of torch's D2D copy and of every cupy and numba copy kernel, measured in one run
+    (with `spreads`, a dict, each one's p10..p90 is put there too, by the same key)."""
     require_gpu("the copy benchmark")
     import torch
 
@@ -35,19 +47,21 @@ def copy_bandwidth(n: int = COPY_N) -> dict[str, float]:
     cp = cupy_module()
     moved = 2 * 4 * n
     a, b = torch.ones(n, device="cuda"), torch.empty(n, device="cuda")
-    out = {"torch_d2d": bench.gbs(lambda: b.copy_(a), moved, "torch", **TIMING)}
+    out = {"torch_d2d": _gbs(lambda: b.copy_(a), moved, "torch", spreads, "torch_d2d")}
     del a, b
     src, dst = cp.ones(n, dtype=cp.float32), cp.empty(n, dtype=cp.float32)
     for v in copy.CUPY_VARIANTS:
-        out[f"cupy_{v}"] = bench.gbs(copy.cupy_copy_fn(src, dst, v), moved, "cupy", **TIMING)
+        out[f"cupy_{v}"] = _gbs(copy.cupy_copy_fn(src, dst, v), moved, "cupy", spreads, f"cupy_{v}")
     for v in copy.NUMBA_VARIANTS:
-        out[f"numba_{v}"] = bench.gbs(copy.numba_copy_fn(src, dst, v), moved, "numba", **TIMING)
+        out[f"numba_{v}"] = _gbs(copy.numba_copy_fn(src, dst, v), moved, "numba", spreads, f"numba_{v}")
     assert bool((dst == 1).all()), "a copy kernel wrote wrong values"
     return out
 
 
-def record_copy(results: dict[str, float]) -> dict[str, float]:
-    """Record every copy's GB/s and the two headline ratios; return the ratios."""
+def record_copy(results: dict[str, float], spreads: dict | None = None) -> dict[str, float]:
+    """Record every copy's GB/s and the two headline ratios (with their spreads when given); return the ratios."""
+    from helpers import spread as sp
+
     for k, v in results.items():
         bench.record(f"ch03.copy_gbs.{k}", v, "GB/s")
     d2d = results["torch_d2d"]
@@ -55,8 +69,10 @@ def record_copy(results: dict[str, float]) -> dict[str, float]:
     for backend in ("cupy", "numba"):
         best = max((k for k in results if k.startswith(backend)), key=lambda k: results[k])
         ratios[backend] = results[best] / d2d
+        noise = (sp.ratio(spreads[best], spreads["torch_d2d"]).extra()
+                 if spreads and best in spreads and "torch_d2d" in spreads else {})
         bench.record(f"copy.{backend}_over_d2d", ratios[backend], "ratio",
-                     ratio_of=[f"ch03.copy_gbs.{best}", "ch03.copy_gbs.torch_d2d"], kernel=best)
+                     ratio_of=[f"ch03.copy_gbs.{best}", "ch03.copy_gbs.torch_d2d"], kernel=best, **noise)
     return ratios
 
 

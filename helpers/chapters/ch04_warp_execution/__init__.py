@@ -5,7 +5,6 @@ Here: ``warp_bench`` (the chapter-4 GPU measurements and their stored-reference 
 ``notes`` (the lecture notes' rules of thumb on warps and blocks, judged).
 Core code the notebook uses: ``helpers.kernels.divergence``, ``helpers.kernels.reduction``,
 ``helpers.kernels.simtrace``, ``helpers.perf.occupancy``.
-Lab: ``lab03_divergence_and_reduction``.
 
 Serves: chapter 4.
 """

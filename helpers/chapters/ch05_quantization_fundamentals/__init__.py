@@ -6,7 +6,6 @@ quantization explorer of notebook 05b), ``readings`` (sentences computed from th
 record), ``notes`` (the lecture notes' claims on INT8 precision, speed and the dp4a kernel, judged).
 Core code the notebook uses: ``helpers.quant`` (scales, rounding, integer GEMM, FP8, sizes),
 ``helpers.models.digits_mlp``, ``helpers.model_quant.activations``.
-Lab: ``lab04_per_channel_and_requant``.
 
 Serves: chapter 5.
 """

@@ -51,7 +51,8 @@ def _speed(m: Values) -> tuple[str, str]:
 
 def _speed_zh(m: Values) -> str:
     copy, h = m.get(COPY_GPU), _h200()
-    return (f"GPU 拷贝：FP32 用时 ÷ INT8 用时 = {'–' if copy is None else f'{copy:.2f}'} 倍（符合 3–4 倍）；"
+    fits = {HOLDS: "（符合 3–4 倍）", FAILS: "（不符合 3–4 倍）"}.get(in_range(copy, 3, 4), "")
+    return (f"GPU 拷贝：FP32 用时 ÷ INT8 用时 = {'–' if copy is None else f'{copy:.2f}'} 倍{fits}；"
             f"矩阵运算按数据手册 INT8 ÷ FP32 = {h.int8 / h.fp32:.0f} 倍，远超 3–4 倍，主要来自张量核心")
 
 

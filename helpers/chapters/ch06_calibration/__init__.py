@@ -2,7 +2,6 @@
 
 Its notebook uses ``helpers.quant.calibrators`` (max, percentile, MSE, entropy), chapter 5's
 ``experiments`` and ``figures``, ``helpers.models.digits_mlp`` and ``helpers.model_quant.activations``.
-Lab: ``lab05_entropy_calibration``.
 
 Serves: chapter 6.
 """

@@ -2,7 +2,6 @@
 
 Its notebook uses the core model-level package ``helpers.model_quant`` (``ptq``, ``sensitivity``,
 ``diagnose``, ``modelopt_ptq``), ``helpers.plugins.pq_compat``, ``helpers.models`` and ``helpers.data``.
-Lab: ``lab06_ptq_sensitivity``.
 
 Serves: chapter 7.
 """

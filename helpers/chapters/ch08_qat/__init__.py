@@ -2,7 +2,6 @@
 
 Its notebook uses ``helpers.model_quant.qat``, ``helpers.model_quant.ptq``,
 ``helpers.quant.fake_quant`` (the straight-through estimator), ``helpers.models`` and ``helpers.data``.
-Lab: ``lab07_qat``.
 
 Serves: chapter 8.
 """

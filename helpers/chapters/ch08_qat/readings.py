@@ -8,12 +8,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from helpers.errors import InputError
+from helpers.findings import NOT_RESOLVED
 
 FULL = 0.9  # "recovers (nearly) all" of what PTQ lost
 
 
 def qat_summary(results: Sequence[dict]) -> str:
-    """One line per bit width: what PTQ lost, what QAT won back (median of the seeds), and the seed spread."""
+    """One line per bit width: what PTQ lost, what QAT won back (median of the seeds), and the seed spread;
+    a gain no larger than the seeds' spread is 'not resolved at this noise', not a finding."""
     if not results:
         raise InputError("qat_summary needs the rows of chapter 8's results table.")
     lines = []
@@ -24,6 +26,9 @@ def qat_summary(results: Sequence[dict]) -> str:
         spread = max(seeds) - min(seeds)
         if lost <= 0:
             verdict = "PTQ lost nothing, so QAT had nothing to recover"
+        elif abs(lost - left) <= spread:
+            verdict = (f"what QAT changed ({lost - left:+.1f} points) is inside the spread of its seeds: "
+                       f"{NOT_RESOLVED}")
         else:
             share = (lost - left) / lost
             verdict = ("QAT won back (nearly) all of it" if share >= FULL else

@@ -6,7 +6,6 @@ dialect), ``trt_rtx`` and ``trt_rtx_view`` (TensorRT-RTX builds of the course's 
 (the lecture notes' claims).
 Core code the notebook uses: ``helpers.deploy`` (export, Q/DQ check, ONNX Runtime, PyTorch INT8,
 Triton, TensorRT backends, parity, the ``python -m helpers.deploy`` command line).
-Lab: ``lab08_deploy``.
 
 Serves: chapter 9.
 """

@@ -268,6 +268,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--out", type=Path, required=True, help="folder for trt_rtx.json (the rows)")
     a = p.parse_args(argv)
+    from helpers import cli
+
+    try:
+        cli.check_output_dir(a.out, "trt_rtx")  # refused before any build: a user's folder is never written into
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     bench.set_notebook("09_deployment")
     try:
         rows = run_builds(scratch_dir("ch09_trt_rtx"))
@@ -275,8 +282,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     show(rows)
-    a.out.mkdir(parents=True, exist_ok=True)
-    (a.out / "trt_rtx.json").write_text(json.dumps(rows, indent=1, default=str) + "\n")
+    with cli.output_dir(a.out, "trt_rtx") as out, cli.write_beside(out / "trt_rtx.json") as tmp:
+        tmp.write_text(json.dumps(rows, indent=1, default=str) + "\n")
     return 0
 
 

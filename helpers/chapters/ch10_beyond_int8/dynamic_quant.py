@@ -196,9 +196,10 @@ def static_int8(model: Any, calib_batches: Iterable[Any]) -> Any:
 
 def speed_encoder(d: int = 256, layers: int = 4, seq_len: int = 128) -> Any:
     """A randomly initialised, BERT-shaped EncoderSmall big enough for CPU timings to mean something."""
-    from helpers.models.encoder import EncoderSmall
+    from helpers.models.encoder import ENCODER_SMALL, EncoderSmall
 
-    return EncoderSmall(seq_len=seq_len, d=d, heads=4, layers=layers, ffn=4 * d).eval()
+    shape = ENCODER_SMALL.with_(d_model=d, d_ff=4 * d, n_layers=layers)  # 4 heads, 64 amplitude tokens
+    return EncoderSmall(seq_len=seq_len, shape=shape).eval()
 
 
 def time_variants(models: dict[str, Any], x: Any, repeats: int = 10) -> dict[str, float]:

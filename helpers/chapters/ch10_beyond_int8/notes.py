@@ -71,7 +71,9 @@ def _mixed(m: Values) -> tuple[str, str]:
 
 def _unstructured_zh(m: Values) -> str:
     gpu, cpu = m.get("ch10.sparsity.gpu_unstructured_speedup"), m.get("ch10.sparsity.cpu_unstructured_speedup")
-    return f"一半权重随机置零后，同一矩阵乘法在 GPU 上的速度为原来的 {fmt(gpu, '×')}（CPU 上 {fmt(cpu, '×')}）：零也照样相乘，不省时间"
+    decider = gpu if gpu is not None else cpu
+    why = "" if decider is None else ("：零也照样相乘，不省时间" if decider <= 1 + NOISE else "：确有加速")
+    return f"一半权重随机置零后，同一矩阵乘法在 GPU 上的速度为原来的 {fmt(gpu, '×')}（CPU 上 {fmt(cpu, '×')}）{why}"
 
 
 def _split_zh(m: Values) -> str:
@@ -84,8 +86,10 @@ def _split_zh(m: Values) -> str:
 
 def _mixed_zh(m: Values) -> str:
     a0, a2, s0 = m.get("ch10.mixed.acc.k0"), m.get("ch10.mixed.acc.k2"), m.get("ch10.mixed.cuda.speed.k0")
+    slow = "" if s0 is None else ("：eager 的 INT8 层比 FP16 层慢" if s0 < 1 - NEUTRAL else
+                                  "：INT8 层比 FP16 层快" if s0 > 1 + NEUTRAL else "：两者速度相当")
     return (f"全部 INT8 时准确率 {fmt(a0, '%')}，两层保留浮点时 {fmt(a2, '%')}；全部 INT8 的 GPU 速度是全 FP16 的 "
-            f"{fmt(s0, '×')}：eager 的 INT8 层比 FP16 层慢")
+            f"{fmt(s0, '×')}{slow}")
 
 
 CLAIMS: tuple[registry.Claim, ...] = (

@@ -4,5 +4,5 @@ Here: ``arch_mismatch`` ("no kernel image is available"), ``accuracy_fix`` (accu
 ``perf_diagnose`` (INT8 is not faster), ``profiling`` (torch.profiler and Nsight Compute),
 ``int8_exports`` (two INT8 exports and how to judge them; lab 09 builds its broken deployment on it).
 
-Serves: chapter 11 (and lab09).
+Serves: chapter 11 (its int8_exports also serve lab 9).
 """

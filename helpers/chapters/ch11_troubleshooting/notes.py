@@ -73,6 +73,7 @@ CLAIMS: tuple[registry.Claim, ...] = (
         summary_zh=lambda m: ("修复流程尚未运行" if None in (m.get("ch11.accuracy.initial_drop_pts"),
                                                          m.get("ch11.accuracy.final_drop_pts")) else
                               f"故意做坏的 CNN：逐张量 INT8 损失 {m.get('ch11.accuracy.initial_drop_pts'):.1f} 个百分点，"
-                              f"按清单做完后损失 {m.get('ch11.accuracy.final_drop_pts'):.1f} 个百分点：清单按顺序有效")),
+                              f"按清单做完后损失 {m.get('ch11.accuracy.final_drop_pts'):.1f} 个百分点"
+                              + ("：清单按顺序有效" if m.get("ch11.accuracy.final_drop_pts") <= 1.0 else "：清单仍不够"))),
 )
 registry.register(*CLAIMS)

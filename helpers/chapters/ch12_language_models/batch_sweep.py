@@ -165,6 +165,13 @@ def crossovers(rows: list[dict]) -> dict[str, int | None]:
     return {"w4a16_stops_paying_at_M": stop, "w8a8_or_fp8_fastest_from_M": take}
 
 
+def math_precision(scheme: str) -> str:
+    """The precision a scheme's multiply-adds run in: FP8 or INT8 for W8A8, FP16 for FP16 and weight-only."""
+    if "fp8" in scheme:
+        return "fp8"
+    return "int8" if "a8" in scheme else "fp16"
+
+
 def roof_points(rows: list[dict]) -> list[RoofPoint]:
     """Roofline points (kind = scheme) from sweep rows or from stored records rebuilt into rows."""
     return [RoofPoint(f"{r['scheme']} M={r['M']}", r["scheme"], 2.0 * r["M"] * N * K, r["bytes"], r["µs"] / 1e6)

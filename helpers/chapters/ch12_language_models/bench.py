@@ -213,8 +213,16 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--layers", type=int, default=32)
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
+    from helpers import cli
     from helpers.device import require_gpu
-    from helpers.errors import NoGPUError
+    from helpers.errors import InputError, NoGPUError
+
+    if args.out:
+        try:  # refused before any measurement: a file the command did not write is never replaced
+            cli.check_output_file(args.out, "ch12-bench")
+        except InputError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
 
     try:
         require_gpu("chapter 12's GPU benchmark")
@@ -226,8 +234,8 @@ def main(argv: list[str]) -> int:
     res["records"] = [r.to_json() for r in bench.session_records()]
     text = json.dumps(res, indent=1, default=str)
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text)
+        with cli.replacing(args.out, "ch12-bench") as tmp:
+            tmp.write_text(text)
     print(text[:3000])
     return 0
 

@@ -203,3 +203,24 @@ def diagnosis(rows: list[dict], split: dict[str, Any] | None, target: float = 2.
         else:
             text += ": most of the step is not GEMV, so faster GEMVs alone cannot reach the target."
     return text
+
+
+def decode_why(kind: str = "w4a16") -> str:
+    """From the records: the step's GEMV share, and the ratio the step would reach with GEMVs that took no time."""
+    from helpers import findings
+
+    return findings.sentence(
+        f"The {kind.upper()} step spends {{s:.0%}} of its GPU time in its GEMVs; the rest alone (attention, the FP16 "
+        "head, small kernels) would cap its decode ratio at {verdict}, against the {r:.2f}× measured.",
+        {"s": f"ch12.decode.{kind}_gemv_share", "r": f"llm.decode.{kind}_over_fp16"},
+        verdict=lambda v: f"{v['r'] / max(1 - v['s'], 1e-9):.2f}×")
+
+
+def stream_summary(rows: list[dict]) -> str:
+    """Each path's weight bandwidth against the fastest FP16 path's: what a byte costs on each path (live or stored rows)."""
+    fp16 = max((r for r in rows if r["path"].startswith("fp16")), key=lambda r: r["tokens/s"])
+    parts = [f"{r['path']} streams its weights at {r['weight GB/s']:.0f} GB/s ({r['weight GB/s'] / fp16['weight GB/s']:.0%} "
+             f"of {fp16['path']}'s rate), so it gains {r['× fastest FP16']:.2f}× where its bytes alone promise "
+             f"{fp16['weight GB/s'] / fp16['tokens/s'] / (r['weight GB/s'] / r['tokens/s']):.2f}×"
+             for r in rows if not r["path"].startswith("fp16") and r.get("weight GB/s")]
+    return "; ".join(parts) + "."

@@ -35,14 +35,33 @@ def channel_ranges(ranges: dict[str, Any], title: str) -> Any:
 
 
 def stored_gemv_rows() -> list[dict]:
-    """GEMV rows rebuilt from stored ch12.gemv.<kernel>.<NxK> records."""
+    """GEMV rows rebuilt from stored ch12.gemv.<kernel>.<NxK> records (with their spread when stored)."""
     rows = []
     for r in reference.lookup_all("ch12.gemv."):
         parts = r.name.split(".")
         if len(parts) == 4 and "speedup" in r.extra:
-            rows.append({"N×K": parts[3].replace("x", "×"), "kernel": parts[2].replace("_", " "), "µs": r.value,
-                         "weight GB/s": r.extra["gbs"], "× fastest FP16": r.extra["speedup"]})
+            row = {"N×K": parts[3].replace("x", "×"), "kernel": parts[2].replace("_", " "), "µs": r.value,
+                   "weight GB/s": r.extra["gbs"]}
+            if "over_fastest_fp16" in r.extra:
+                row.update({"× FP16 cuBLAS": r.extra["speedup"], "× fastest FP16": r.extra["over_fastest_fp16"]})
+            else:
+                row["× fastest FP16"] = r.extra["speedup"]
+            if "min_us" in r.extra:
+                row["spread"] = {k: r.extra[k] for k in ("min_us", "max_us", "q1_us", "q3_us", "rounds")}
+            rows.append(row)
     return rows
+
+
+def view(rows: list[dict], drop: tuple[str, ...] = ("key",)) -> list[dict]:
+    """Rows for display: the spread as 'min–max µs (n rounds)', internal fields dropped."""
+    out = []
+    for r in rows:
+        v = {k: x for k, x in r.items() if k not in drop and k != "spread"}
+        sp = r.get("spread")
+        if sp:
+            v["µs min–max"] = f"{sp['min_us']:.2f}–{sp['max_us']:.2f} ({sp['rounds']})"
+        out.append(v)
+    return out
 
 
 def stored_decode_rows() -> list[dict]:
@@ -57,10 +76,15 @@ def stored_decode_rows() -> list[dict]:
 
 def gemv_bars(rows: list[dict], device: str | None = None, note: str = "") -> Any:
     """Speed over the fastest FP16 GEMV per kernel: geometric mean over the shapes."""
+    from helpers.chapters.ch12_language_models.gemv_bench import SHAPES_7B
+
+    seven = {f"{n}×{k}" for n, k in SHAPES_7B}
+    rows = [r for r in rows if r["N×K"] in seven]
+    col = "× FP16 cuBLAS" if rows and "× FP16 cuBLAS" in rows[0] else "× fastest FP16"
     kernels = [k for k in dict.fromkeys(r["kernel"] for r in rows) if not k.startswith("fp16")]
-    geo = {k: math.exp(sum(math.log(r["× fastest FP16"]) for r in rows if r["kernel"] == k)
+    geo = {k: math.exp(sum(math.log(r[col]) for r in rows if r["kernel"] == k)
                        / sum(1 for r in rows if r["kernel"] == k)) for k in kernels}
-    return plots.bar_ratios(geo, title="Batch-1 GEMV at LLaMA-7B shapes: speed over the fastest FP16",
+    return plots.bar_ratios(geo, title=f"Batch-1 GEMV at LLaMA-7B shapes: speed {col.replace('× ', 'over ')}",
                             ylabel="× FP16 (geometric mean of 3 shapes)", device=device, note=note)
 
 
@@ -80,11 +104,42 @@ def sweep_plot(rows: list[dict], device: str | None = None, note: str = "") -> A
 
 
 def sweep_roofline(rows: list[dict], d2d_gbs: float, device: str | None = None, note: str = "") -> Any:
-    """The sweep's points on the roofline (roof: the D2D copy rate and the fastest point measured)."""
+    """The sweep's points on the roofline, one roof per math precision (FP16 for the FP16 and weight-only
+    schemes, INT8 and FP8 for W8A8): the D2D copy rate and the fastest point of that precision. Checked
+    by ``helpers.figure_check.roof_problems`` first: a point above its own roof is printed as a problem (and
+    fails the figure check of ``make notebooks``)."""
+    import numpy as np
+
+    from helpers import figure_check
+    from helpers.errors import InputError
+
     pts = batch_sweep.roof_points(rows)
-    return roofline.plot(pts, roofline.measured_peak(pts) if any(p.kind == "gemm" for p in pts)
-                         else max(p.tflops for p in pts), d2d_gbs, title="Batch sweep on the roofline",
-                         device=device, note=note)
+    if not pts:
+        raise InputError("sweep_roofline needs sweep rows (batch_sweep.sweep or stored_sweep()).")
+    precs = list(dict.fromkeys(batch_sweep.math_precision(p.kind) for p in pts))
+    roofs = {m: (max(p.tflops for p in pts if batch_sweep.math_precision(p.kind) == m), d2d_gbs) for m in precs}
+    problems = figure_check.roof_problems(
+        [(p.name, batch_sweep.math_precision(p.kind), p.intensity, p.tflops) for p in pts], roofs)
+    for problem in problems:
+        print(f"Roofline check: {problem}: its bytes or its FLOPs are miscounted.")
+    w, h = plots.plt.rcParams["figure.figsize"]
+    fig, ax = plots.plt.subplots(figsize=(w * 1.4, h))
+    ais = [p.intensity for p in pts]
+    xs = np.logspace(np.log10(min(ais) / 4), np.log10(max(ais) * 4), 200)
+    for i, (m, (peak, bw)) in enumerate(roofs.items()):
+        ax.plot(xs, [roofline.attainable_tflops(x, peak, bw) for x in xs], color=plots.PALETTE[i], lw=2, alpha=0.6,
+                ls=("-", "--", ":")[i % 3], label=f"roof {m.upper()}: {bw:,.0f} GB/s, {peak:.3g} TFLOP/s (fastest {m.upper()} point)")
+    for j, kind in enumerate(dict.fromkeys(p.kind for p in pts)):
+        sel = [p for p in pts if p.kind == kind]
+        ax.scatter([p.intensity for p in sel], [p.tflops for p in sel], marker=plots.MARKERS[j % len(plots.MARKERS)],
+                   color=plots.PALETTE[precs.index(batch_sweep.math_precision(kind))], label=kind, zorder=3)
+    ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte)", ylabel="throughput (TFLOP/s)",
+           title="Batch sweep on the roofline, one roof per math precision")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    plots.label_device(ax, device, note)
+    fig.tight_layout()
+    plots.save_figure(fig, "Batch sweep on the roofline")
+    return fig
 
 
 def stored_sweep() -> tuple[list[dict], float | None]:

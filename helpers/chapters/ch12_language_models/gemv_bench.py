@@ -206,7 +206,7 @@ def diagnosis(rows: list[dict], d2d_gbs: float) -> str:
 MATHS = {0: "int-to-float convert", 1: "magic-number float trick", 2: "half2 PTX (two weights an instruction)"}
 
 
-def math_modes(n: int = 11008, k: int = 4096, repeats: int = 15) -> list[dict]:  # the Triton kernels (lab 10)
+def math_modes(n: int = 11008, k: int = 4096, repeats: int = 15) -> list[dict]:  # Triton; not in the notebook now
     """The same weight bytes through each way of turning codes into math: if time falls, instructions were the limit."""
     gen = torch.Generator(device="cuda").manual_seed(7)
     w = (torch.randn(n, k, device="cuda", generator=gen) * 0.02).half()
@@ -266,3 +266,20 @@ def stored_math_modes() -> list[dict]:
         _, _, kernel, mode = r.name.split(".")
         rows.append({"kernel": kernel, "code math": MATHS[int(mode[1:])], "µs": r.value, "weight GB/s": r.extra.get("gbs")})
     return rows
+
+
+HEADLINES = (("llm.gemv.w8a16_over_fp16", "W8A16 GEMV over FP16 cuBLAS (7B shapes)"),
+             ("llm.gemv.w4a16_over_fp16", "W4A16 g128 GEMV over FP16 cuBLAS (7B shapes)"),
+             ("llm.gemv.w4a16_over_tinygemm", "W4A16 GEMV over tinygemm, same run"),
+             ("llm.gemv.best_over_d2d", "Best weight-only GEMV bandwidth over the D2D copy"),
+             ("ch12.gemv.w8a16_over_fastest_fp16", "W8A16 GEMV over the fastest FP16 GEMV of the table"),
+             ("ch12.gemv.w4a16_over_fastest_fp16", "W4A16 GEMV over the fastest FP16 GEMV of the table"))
+
+
+def target_line(name: str, what: str) -> str:
+    """'<what>: value (target ...: met/not met). (where from)', or the value alone for a name without a target."""
+    from helpers import findings, reference
+
+    if name in reference.TARGETS_BY_NAME:
+        return findings.against_target(name, what)
+    return findings.sentence(f"{what}: {{x:.3g}}.", {"x": name})

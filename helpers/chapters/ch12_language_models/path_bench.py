@@ -101,16 +101,90 @@ def record_path(rows: list[dict]) -> None:
                      key=f"{r['key']} {r['N×K']}", table="path", step=r["step"], kind=r["kernel"], **r["spread"])
 
 
-def stored_rows(prefix: str) -> list[dict]:
-    """Rows of a stored table (ch12.path., ch12.group., ch12.batch.) rebuilt from the H200 records."""
+SPREAD = ("min_us", "max_us", "q1_us", "q3_us", "rounds")
+
+
+def stored_path_rows() -> list[dict]:
+    """Path rows rebuilt from the stored ch12.path.* records."""
     from helpers import reference
 
-    out = []
+    rows = []
+    for r in reference.lookup_all("ch12.path."):
+        e = r.extra
+        rows.append({"N×K": r.name.rsplit(".", 1)[1].replace("x", "×"), "kernel": e["kind"], "step": e["step"],
+                     "µs": r.value, "weight GB/s": e.get("gbs"), "× FP16 cuBLAS": e.get("speedup"),
+                     "× step before": e.get("over_step_before"), "loads / weight": e.get("loads_per_weight"),
+                     "activation B / weight B": e.get("act_bytes_per_weight_byte"),
+                     "spread": {k: e[k] for k in SPREAD} if "min_us" in e else None})
+    return rows
+
+
+def stored_profile_rows() -> list[dict]:
+    """Nsight Compute rows rebuilt from the stored ch12.path_ncu.* records."""
+    from helpers import reference
+
+    return [{"kernel": r.name.split(".")[2].replace("_", " "), "N×K": r.name.split(".")[3].replace("x", "×"),
+             "instructions / weight": r.value, "DRAM B / weight B": r.extra.get("dram"),
+             "L2 B / weight B": r.extra.get("l2"), "L1 B / weight B": r.extra.get("l1")}
+            for r in reference.lookup_all("ch12.path_ncu.")]
+
+
+def stored_table_rows(prefix: str) -> list[dict]:
+    """Group-size (ch12.group.) or batch (ch12.batch.) rows rebuilt from the stored records."""
+    from helpers import reference
+
+    rows = []
     for r in reference.lookup_all(prefix):
-        row = {"record": r.name, "µs": r.value}
-        row.update({k: v for k, v in r.extra.items() if k not in ("key", "table")})
-        out.append(row)
+        e = r.extra
+        row = {"N×K": r.name.rsplit(".", 1)[1].replace("x", "×"), "kernel": e.get("kernel"), "µs": r.value,
+               "× FP16 cuBLAS": e.get("speedup"), "key": e.get("key")}
+        if prefix == "ch12.batch.":
+            row = {"M": e.get("batch"), **row}
+        elif e.get("bits_per_weight") is not None:
+            row["bits a weight"] = e["bits_per_weight"]
+        row["spread"] = {k: e[k] for k in SPREAD} if "min_us" in e else None
+        rows.append(row)
+    return rows
+
+
+def with_traffic(rows: list[dict]) -> list[dict]:
+    """Batch rows with the activation bytes each CUDA kernel reads per weight byte (from its key: bits, rows, M)."""
+    out = []
+    for r in rows:
+        r = dict(r)
+        key = r.get("key") or ""
+        words = key.split()
+        if r.get("kernel", "").endswith("CUDA") and any(w.startswith("r") and w[1:].isdigit() for w in words):
+            rows_ = int(next(w for w in words if w.startswith("r") and w[1:].isdigit())[1:])
+            bits = 4 if r["kernel"].startswith("w4") else 8
+            r["activation B / weight B"] = wo_layout.traffic(bits, rows_, int(r.get("M", 1)))["activations"]
+        out.append(r)
     return out
+
+
+def batch_summary(rows: list[dict]) -> str:
+    """Per batch M: the course's W4A16 and tinygemm over FP16 cuBLAS, and the W4A16 kernel's activation traffic."""
+    rows = with_traffic(rows)
+    parts = []
+    for m in sorted({r["M"] for r in rows}):
+        by = {r["kernel"]: r for r in rows if r["M"] == m}
+        w4, tiny = by.get("w4a16 CUDA"), by.get("w4a16 tinygemm")
+        if w4 and tiny:
+            parts.append(f"M = {m}: W4A16 CUDA {w4['× FP16 cuBLAS']:.2f}×, tinygemm {tiny['× FP16 cuBLAS']:.2f}× FP16 "
+                         f"cuBLAS, the CUDA kernel reading {w4.get('activation B / weight B', float('nan')):.1f} "
+                         "bytes of activations per weight byte")
+    return "; ".join(parts) + "."
+
+
+def path_summary(rows: list[dict]) -> str:
+    """What each step of the path gained, per kind and shape, from path rows (live or stored)."""
+    parts = []
+    for (shape, kind) in dict.fromkeys((r["N×K"], r["kernel"]) for r in rows if r["kernel"] != "fp16"):
+        sel = [r for r in rows if r["N×K"] == shape and r["kernel"] == kind]
+        steps = ", ".join(f"{r['step']} {r['× step before']:.2f}×" for r in sel[1:])
+        parts.append(f"{kind} at {shape}: {steps}; the last step runs {sel[-1]['× FP16 cuBLAS']:.2f}× FP16 cuBLAS "
+                     f"and {sel[-1]['× FP16 cuBLAS'] / sel[0]['× FP16 cuBLAS']:.1f}× the naive kernel")
+    return "; ".join(parts) + "."
 
 
 def group_table(n: int = 11008, k: int = 4096, rounds: int = timing.ROUNDS) -> list[dict]:
@@ -233,3 +307,40 @@ if __name__ == "__main__":
         ncu_child(int(sys.argv[2]), int(sys.argv[3]))
     else:
         print(__doc__)
+
+
+def _norm(name: str) -> str:
+    """A step's name without spaces, dashes and case ('split-K' and 'splitK' meet)."""
+    return name.replace(" ", "").replace("-", "").replace("_", "").lower()
+
+
+def _step_verdict(gain: float, changes: dict[str, float]) -> str:
+    """What one step's speed-up says, given how much each count fell (after / before: load instructions, ...)."""
+    fell = {k: v for k, v in changes.items() if v < 0.85}
+    if gain >= 1.05:
+        return f"paid ({'fewer ' + min(fell, key=fell.get) if fell else 'more warps in flight'})"
+    if gain <= 0.95:
+        return "cost time"
+    return "changed nothing measurable" + (f" although {', '.join(fell)} fell: not the limit" if fell else "")
+
+
+def path_reasons(path_rows: list[dict], prof_rows: list[dict]) -> str:
+    """Each step's speed-up beside its change in instructions and L1 bytes per weight (profiled shape only)."""
+    prof = {_norm(r["kernel"]): r for r in prof_rows}
+    parts = []
+    for kind in ("w8a16", "w4a16"):
+        sel = [r for r in path_rows if r["kernel"] == kind and _norm(f"{kind}{r['step']}") in prof
+               and r["N×K"] == prof[_norm(f"{kind}{r['step']}")]["N×K"]]
+        steps = []
+        for before, after in zip(sel, sel[1:]):
+            p0, p1 = prof[_norm(f"{kind}{before['step']}")], prof[_norm(f"{kind}{after['step']}")]
+            changes = {"load instructions": after["loads / weight"] / before["loads / weight"],
+                       "instructions": p1["instructions / weight"] / p0["instructions / weight"],
+                       "L1 bytes": p1["L1 B / weight B"] / p0["L1 B / weight B"]}
+            steps.append(f"{after['step']} {after['× step before']:.2f}× (instructions/weight "
+                         f"{p0['instructions / weight']:.2f} → {p1['instructions / weight']:.2f}, L1 B/weight B "
+                         f"{p0['L1 B / weight B']:.1f} → {p1['L1 B / weight B']:.1f}): "
+                         f"{_step_verdict(after['× step before'], changes)}")
+        if steps:
+            parts.append(f"{kind} at {sel[0]['N×K']}: " + "; ".join(steps))
+    return ". ".join(parts) + "." if parts else "No profile to compare the steps with."

@@ -3,19 +3,26 @@
 Every lesson is a sentence filled in from the measured numbers (the verdict words follow fixed thresholds
 on the change in perplexity: < 0.2 % none, < 1 % practically free, < 3 % small, < 10 % visible, else large).
 
+Noise: every row keeps its per-window losses (``_nll``), and a paired bootstrap over the held-out windows
+gives each comparison its 95 % interval. A change whose interval contains zero, against FP32 or between
+two rows (groups against one scale per row), is "not resolved at this noise", never a finding.
+
 Serves: chapter 12.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from helpers import bench
+from helpers import bench, spread
+from helpers.findings import NOT_RESOLVED
 from helpers.model_quant import lm_quant
-from helpers.models.tiny_lm import TinyLM, perplexity
+from helpers.models.tiny_lm import TinyLM
 
 PER_ROW = 1 << 20  # a group size larger than any K: one scale per output row
 SPECS: tuple[tuple[str, dict[str, Any]], ...] = (
@@ -61,21 +68,51 @@ def variant(model: TinyLM, spec: dict[str, Any], calib: torch.Tensor) -> tuple[T
                                 smooth=spec.get("smooth"), calib=calib, bits=spec.get("bits", 4))
 
 
+@torch.no_grad()
+def window_nll(model: TinyLM, windows: torch.Tensor, batch_size: int = 64) -> np.ndarray:
+    """Mean next-token cross-entropy of each held-out window (n,): exp of their mean is the perplexity."""
+    was = model.training
+    model.eval()
+    out = []
+    for i in range(0, len(windows), batch_size):
+        chunk = windows[i:i + batch_size]
+        logits = model(chunk[:, :-1]).float()
+        ce = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), chunk[:, 1:].reshape(-1),
+                                               reduction="none")
+        out.append(ce.view(len(chunk), -1).mean(1))
+    model.train(was)
+    return torch.cat(out).numpy().astype(np.float64)
+
+
+def pct_interval(a: np.ndarray, b: np.ndarray) -> spread.Spread:
+    """95 % paired-bootstrap interval of the perplexity change of `a` over `b`, in percent (same windows)."""
+    d = spread.bootstrap_paired(a, b, what="held-out windows")
+    return spread.Spread(100 * math.expm1(d.lo), 100 * math.expm1(d.hi), d.method)
+
+
 def quality_table(model: TinyLM, heldout: torch.Tensor, calib: torch.Tensor,
                   specs: tuple[tuple[str, dict[str, Any]], ...] = SPECS, progress: bool = True) -> list[dict]:
-    """One row per scheme: weight bits, KV bits, held-out perplexity and its change from FP32."""
+    """One row per scheme: weight bits, KV bits, held-out perplexity, its change from FP32 and that
+    change's 95 % interval (a paired bootstrap over the windows); '_nll' keeps the per-window losses."""
     rows, base = [], None
     for label, spec in tqdm(specs, desc="perplexity of each scheme", disable=not progress, leave=False):
         m, alphas = variant(model, spec, calib)
-        ppl = perplexity(m, heldout)
-        base = ppl if base is None else base
+        nll = window_nll(m, heldout)
+        base = nll if base is None else base
+        ci = pct_interval(nll, base) if nll is not base else spread.Spread(0.0, 0.0, "the reference")
         kv = {"int8": 8, "fp8": 8, "int4": 4}.get(spec.get("kv", ""), 32)
         rows.append({"scheme": label, "weight bits": round(weight_bits(spec), 2), "KV bits": kv,
-                     "perplexity": ppl, "vs FP32 %": 100 * (ppl / base - 1),
+                     "perplexity": math.exp(nll.mean()), "vs FP32 %": 100 * math.expm1(nll.mean() - base.mean()),
+                     "95 % interval": f"{ci.lo:+.2f}..{ci.hi:+.2f}", "_nll": nll, "_ci": ci,
                      **({"α per layer group": sorted(set(alphas.values()))} if spec.get("smooth") == "awq" else {})})
     for r in rows:
         r["lesson"] = lesson(r["scheme"], rows)
     return rows
+
+
+def shown(rows: list[dict]) -> list[dict]:
+    """The rows as the table shows them: no lesson, no per-window losses."""
+    return [{k: v for k, v in r.items() if k != "lesson" and not k.startswith("_")} for r in rows]
 
 
 def verdict(pct: float) -> str:
@@ -97,6 +134,22 @@ def _d(rows: list[dict], label: str) -> float | None:
     return next((r["vs FP32 %"] for r in rows if r["scheme"] == label), None)
 
 
+def _row(rows: list[dict], label: str) -> dict | None:
+    """The row with this label, or None."""
+    return next((r for r in rows if r["scheme"] == label), None)
+
+
+def _noise(rows: list[dict], a: str, b: str) -> str:
+    """', not resolved at this noise (95 % …)' when rows a and b carry per-window losses and their paired
+    interval contains zero; '' when the difference is resolved or the rows carry no losses."""
+    ra, rb = _row(rows, a), _row(rows, b)
+    if ra is None or rb is None or "_nll" not in ra or "_nll" not in rb:
+        return ""
+    ci = pct_interval(ra["_nll"], rb["_nll"])
+    return "" if not ci.contains(0.0) else (f", {NOT_RESOLVED} (95 % interval {ci.lo:+.2f} to {ci.hi:+.2f} % "
+                                            f"over {len(ra['_nll'])} held-out windows)")
+
+
 def _vs(other: float | None, what: str) -> str:
     """' vs +x.xx % <what>', or nothing when that row was not measured."""
     return "" if other is None else f" vs {other:+.2f} % {what}"
@@ -105,7 +158,10 @@ def _vs(other: float | None, what: str) -> str:
 def lesson(label: str, rows: list[dict]) -> str:
     """The sentence one row teaches, filled in from the table's numbers."""
     d = _d(rows, label) or 0.0
-    v = f"{d:+.2f} % ({verdict(d)})"
+    row = _row(rows, label) or {}
+    ci = row.get("_ci")
+    inside = ci is not None and label != rows[0]["scheme"] and ci.contains(0.0)
+    v = f"{d:+.2f} % ({NOT_RESOLVED} against FP32)" if inside else f"{d:+.2f} % ({verdict(d)})"
     per_row, rtn, tok = _d(rows, "W4A16 per channel"), _d(rows, "W4A16 g128"), _d(rows, "W8A8 INT8 per token")
     if label == "FP32":
         return f"the reference: perplexity {rows[0]['perplexity']:.2f} (a blind guess over 256 bytes scores 256)"
@@ -114,19 +170,22 @@ def lesson(label: str, rows: list[dict]) -> str:
     if label == "W8A16 per channel":
         return f"8-bit weights, one scale per output row: {v}, for half the bytes of FP16"
     if label == "W4A16 per channel":
-        return f"4-bit weights, one scale per row: {v}; 16 levels stretched over a whole row"
+        return f"4-bit weights, one scale per row: {v}; 16 levels stretched over the largest value of each row"
     if label.startswith("W4A16 g") and "AWQ" not in label:
         g = int(label.split("g")[1])
         text = f"groups of {g}: {v}, for {16 / g:.2f} extra bits a weight"
         if per_row is not None:
             gain = per_row - d
-            text += f"; {abs(gain):.2f} points {'better' if gain >= 0 else 'worse'} than one scale per row"
+            text += (f"; {abs(gain):.2f} points {'better' if gain >= 0 else 'worse'} than one scale per row"
+                     + _noise(rows, label, "W4A16 per channel"))
         return text
     if "AWQ" in label:
         if rtn is None:
             return f"scales searched on calibration activations before 4-bit rounding: {v}"
         rec = (rtn - d) / rtn if rtn > 0 else 0.0
         what = f"recovers {rec:.0%} of plain rounding's loss" if d < rtn else "no gain over plain rounding here"
+        noise = _noise(rows, label, "W4A16 g128")
+        what = f"against plain rounding {noise.removeprefix(', ')}" if noise else what
         return f"scales searched on calibration activations before 4-bit rounding: {v} vs {rtn:+.2f} % (g128): {what}"
     if label.startswith(("W3A16", "W2A16")):
         return f"{label[1]}-bit weights in groups of 32: {v}" + _vs(_d(rows, "W4A16 g32"), "at 4 bits")
@@ -137,6 +196,8 @@ def lesson(label: str, rows: list[dict]) -> str:
     if "SmoothQuant" in label:
         what = ("" if tok is None else "; it helps" if d < tok - 0.1 else
                 "; it changes little: there are no strong outlier channels to move")
+        noise = _noise(rows, label, "W8A8 INT8 per token")
+        what = f"; against no smoothing {noise.removeprefix(', ')}" if noise and tok is not None else what
         return f"activation ranges moved into the weights first: {v}" + _vs(tok, "without") + what
     if label == "W8A8 FP8 E4M3":
         return f"FP8 for weights and activations: {v}" + _vs(tok, "for INT8 per token")
@@ -150,4 +211,9 @@ def record(rows: list[dict]) -> None:
         slug = "".join(c if c.isascii() and c.isalnum() else "_" for c in r["scheme"].lower()).strip("_")
         while "__" in slug:
             slug = slug.replace("__", "_")
-        bench.record(f"ch12.ppl.{slug}", r["perplexity"], "perplexity", vs_fp32_pct=r["vs FP32 %"])
+        noise = {}
+        if "_nll" in r:
+            s = spread.bootstrap(r["_nll"], what="held-out windows")
+            noise = spread.Spread(math.exp(s.lo), math.exp(s.hi), s.method).extra()
+            noise.update(vs_fp32_lo=r["_ci"].lo, vs_fp32_hi=r["_ci"].hi)
+        bench.record(f"ch12.ppl.{slug}", r["perplexity"], "perplexity", vs_fp32_pct=r["vs FP32 %"], **noise)

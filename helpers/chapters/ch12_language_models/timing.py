@@ -83,3 +83,22 @@ def interleaved(calls: dict[str, list[Callable[[], Any]]], rounds: int = ROUNDS,
 def geomean(values: list[float]) -> float:
     """Geometric mean of positive numbers."""
     return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+AGREE = 0.05  # two tables timing the same kernel and shape must agree within 5 %
+
+
+def agreement(records: list[Any]) -> list[dict]:
+    """Kernels timed in more than one table (records with the same `key` and different `table`): values, max/min."""
+    by: dict[str, dict[str, float]] = {}
+    for r in records:
+        key, table = r.extra.get("key"), r.extra.get("table")
+        if key and table and r.unit == "µs":
+            by.setdefault(key, {})[table] = r.value
+    rows = []
+    for key, tables in by.items():
+        if len(tables) > 1:
+            ratio = max(tables.values()) / min(tables.values())
+            rows.append({"kernel and shape": key, "tables": ", ".join(f"{t} {v:.2f} µs" for t, v in tables.items()),
+                         "max / min": ratio, "agree": ratio <= 1 + AGREE})
+    return rows

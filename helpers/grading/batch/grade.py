@@ -37,7 +37,7 @@ from threading import Lock
 
 from helpers import cli
 from helpers.errors import InputError
-from helpers.grading.batch import interrupts, limits, release, sandbox, shards
+from helpers.grading.batch import interrupts, limits, options, release, sandbox, shards
 from helpers.grading.batch import jobs as batch_jobs
 from helpers.grading.batch import overrides as corrections
 from helpers.grading.batch.gradebook import (Graded, gradebook_rows, write_feedback, write_gradebook, write_skipped,
@@ -70,6 +70,23 @@ def _validate(paths: Sequence, cell_timeout: float, total_timeout: float, jobs_:
                          f"got {factor}.")
     if isinstance(max_output, bool) or not isinstance(max_output, int) or max_output < 1:
         raise InputError(f"max-output must be a whole number of characters, 1 or more; got {max_output!r}.")
+
+
+SOCKET_PATH_MAX = 100  # a kernel's socket path must fit in 107 bytes (Linux sun_path), with room for its name
+
+
+def _cal(batch: Path, lab: str) -> Path:
+    """A lab's calibration folder (short, so the kernel's socket path stays short)."""
+    return batch / f"cal-{hashlib.sha256(lab.encode()).hexdigest()[:8]}"
+
+
+def _check_tmpdir() -> None:
+    """Refuse a $TMPDIR whose path is too long for the graded kernels' sockets, before any work."""
+    longest = len(os.path.join(tempfile.gettempdir(), "grading-batch-12345678", "job-99999", "conn99", "kernel-ipc-99"))
+    if longest > SOCKET_PATH_MAX:
+        raise InputError(f"TMPDIR={tempfile.gettempdir()} is too long a path for the graded kernels' sockets "
+                         f"(at most {SOCKET_PATH_MAX - longest + len(tempfile.gettempdir())} characters). Set "
+                         f"TMPDIR to a shorter folder, e.g. TMPDIR=/tmp.")
 
 
 def _previous(out: Path) -> dict[str, dict]:
@@ -109,6 +126,7 @@ def grade(paths: Sequence[str | Path], out: str | Path, *, solutions_dir: str | 
     _validate(paths, cell_timeout, total_timeout, jobs, time_factor, max_output_chars)
     res = resources or limits.Resources()
     limits.validate(res)
+    _check_tmpdir()
     mode = sandbox.mode(sandbox_mode)
     every = discover(list(paths), Path(solutions_dir), read_roster(roster))
     subs, places = shards.select(every, shard)
@@ -170,15 +188,15 @@ def _grade_batch(subs: list[Submission], out: Path, batch: Path, mode: str, say,
     labs = sorted({subs[i].lab for i in pending if subs[i].solution is not None})
     official: dict[str, str] = {}
     for lab in labs:  # the solutions are copied before any kernel starts, too
-        (batch / f"cal-{lab}").mkdir()
+        (_cal(batch, lab)).mkdir()
         sol = next(s.solution for s in subs if s.lab == lab and s.solution is not None)
-        shutil.copyfile(sol, batch / f"cal-{lab}" / "solution.ipynb")
-        official[lab] = file_hash(batch / f"cal-{lab}" / "solution.ipynb")
+        shutil.copyfile(sol, _cal(batch, lab) / "solution.ipynb")
+        official[lab] = file_hash(_cal(batch, lab) / "solution.ipynb")
     lock = Lock()
     stop.check(len(subs) - len(pending), len(subs))
 
     def calibrate(lab: str) -> batch_jobs.Calibration:
-        scratch = batch / f"cal-{lab}"
+        scratch = _cal(batch, lab)
         sol_copy = str(scratch / "solution.ipynb")
         say(f"calibrating {lab} on its official solution …")
         cal = batch_jobs.calibrate(lab, dict(base, notebook=sol_copy, solution=sol_copy, scratch=str(scratch),
@@ -229,7 +247,7 @@ def _grade_one(i: int, s: Submission, copy: Path, batch: Path, base: dict, cal: 
     scratch = batch / f"job-{i}"
     scratch.mkdir()
     job_limits = dict(limits, cell_timeout=cal.cell_timeout, total_timeout=cal.total_timeout)
-    job = dict(base, mode="grade", notebook=str(copy), solution=str(batch / f"cal-{s.lab}" / "solution.ipynb"),
+    job = dict(base, mode="grade", notebook=str(copy), solution=str(_cal(batch, s.lab) / "solution.ipynb"),
                expected=str(cal.expected), scratch=str(scratch), limits=job_limits, test_limits=cal.test_limits)
     try:
         return batch_jobs.run_job(job, cal.total_timeout + batch_jobs.MARGIN_S)
@@ -267,44 +285,6 @@ def exit_status(graded: list[Graded]) -> int:
     return NOT_GRADED_EXIT if any(g.result.not_graded for g in graded) else 0
 
 
-def _number(text: str) -> float:
-    """A finite number from the command line."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
-    return value
-
-
-def _seconds(text: str) -> float:
-    """An argparse type: a finite, positive number of seconds."""
-    value = _number(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text!r}")
-    return value
-
-
-def _factor(text: str) -> float:
-    """An argparse type: a finite multiple of 1 or more."""
-    value = _number(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more (a multiple of the reference time), got {text!r}")
-    return value
-
-
-def _whole(text: str) -> int:
-    """An argparse type: a whole number of 0 or more."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
-
-
 def main(argv: list[str]) -> int:
     """Command line for `python -m helpers.grading.batch grade`."""
     ap = cli.Parser(prog="python -m helpers.grading.batch grade", description=__doc__,
@@ -312,26 +292,26 @@ def main(argv: list[str]) -> int:
     ap.add_argument("paths", nargs="*", help="submitted notebooks or folders of them")
     ap.add_argument("--out", default="artifacts/grades", help="where gradebook.csv, summary.csv and feedback/ go")
     ap.add_argument("--solutions", default="solutions", help="folder of solution notebooks")
-    ap.add_argument("--cell-timeout", type=_seconds, default=60, help="minimum seconds per cell (default 60)")
-    ap.add_argument("--total-timeout", type=_seconds, default=600, help="minimum seconds per submission (default 600)")
-    ap.add_argument("--time-factor", type=_factor, default=5.0,
+    ap.add_argument("--cell-timeout", type=options.seconds, default=60, help="minimum seconds per cell (default 60)")
+    ap.add_argument("--total-timeout", type=options.seconds, default=600, help="minimum seconds per submission (default 600)")
+    ap.add_argument("--time-factor", type=options.factor, default=5.0,
                     help="limits are this many times the official solution's time here (default 5)")
     ap.add_argument("--max-output", type=cli.positive_int, default=20_000, help="output characters kept per cell")
     ap.add_argument("--jobs", type=cli.positive_int, default=1, help="submissions graded at the same time (default 1)")
     ap.add_argument("--sandbox", default="auto", choices=sandbox.MODES,
                     help="bwrap (namespaces), plain, or auto: bwrap where it works (default)")
-    ap.add_argument("--roster", help="CSV of alias,student rows mapping names and ids to students")
+    ap.add_argument("--roster", help="CSV with a header row (e.g. alias,student) mapping names and ids to students")
     ap.add_argument("--fresh", action="store_true", help="grade everything again (ignore earlier results)")
     ap.add_argument("--exercises", help="a folder of extra labNN.py answer-key modules")
     ap.add_argument("--overrides", help="your CSV of corrections and added columns (student,lab,...), merged")
     ap.add_argument("--memory", type=limits.parse_size, default=limits.Resources.memory_bytes,
                     help="GiB of memory per kernel: address space and cgroup (default 8; 0: no limit)")
-    ap.add_argument("--cpu-time", type=_whole, default=0,
+    ap.add_argument("--cpu-time", type=options.whole, default=0,
                     help="CPU seconds per kernel process (default: twice the submission's total time)")
     ap.add_argument("--max-file-size", type=lambda t: limits.parse_size(t, limits.MIB),
                     default=limits.Resources.file_bytes, help="MiB, the largest file a kernel writes (default 1024)")
-    ap.add_argument("--max-processes", type=_whole, default=limits.Resources.processes,
-                    help="processes and threads per kernel (default 256)")
+    ap.add_argument("--max-processes", type=options.whole, default=limits.Resources.processes,
+                    help="processes and threads per kernel (default 2048)")
     ap.add_argument("--tmp-size", type=lambda t: limits.parse_size(t, limits.MIB), default=limits.Resources.tmp_bytes,
                     help="MiB of the kernel's private /tmp under bubblewrap (default 512)")
     ap.add_argument("--shard", type=shards.parse, help="grade part I of N of the batch (0 <= I < N): see --merge")
@@ -356,6 +336,9 @@ def main(argv: list[str]) -> int:
     except interrupts.Interrupted as stopped:
         print(stopped, file=sys.stderr)
         return stopped.exit_status()
+    except KeyboardInterrupt:  # before the batch started or after it ended: nothing to clean up
+        print("stopped before grading started or after it ended; run the same command again", file=sys.stderr)
+        return 130
     status = exit_status(graded)
     if status:
         print(f"{sum(bool(g.result.not_graded) for g in graded)} submission(s) were not graded (the grader's own "

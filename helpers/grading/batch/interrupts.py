@@ -15,12 +15,13 @@ import signal
 import threading
 from collections.abc import Iterator
 
+from helpers.errors import WorkbookError
 from helpers.grading.batch import jobs
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-class Interrupted(Exception):
+class Interrupted(WorkbookError):
     """A batch stopped by a signal, after `done` of `total` submissions."""
 
     def __init__(self, done: int, total: int, signum: int):

@@ -1,6 +1,7 @@
 """The batch's side of a worker: start it in its own session, give it its job on stdin, read its
 result (only a result line carrying the job's secret, from a worker that exited normally), retry
-when it dies, and calibrate each lab's time limits on the official solution.
+when it dies, and calibrate each lab's time limits on the official solution. ``stop_all`` (an
+interrupt) kills every running worker's process group and lets no new one start.
 
 Serves: instructors (batch grading).
 """

@@ -34,7 +34,7 @@ class Resources:
     memory_bytes: int = 8 * GIB     # address space of each process, and all its processes together (cgroup)
     cpu_seconds: int = 0            # CPU seconds of each process (0: twice the submission's total time)
     file_bytes: int = 1 * GIB       # the largest file it may write
-    processes: int = 256            # processes and threads (pids cgroup; rlimit where not root)
+    processes: int = 2048           # processes and threads (the CUDA simulator runs a thread per GPU thread)
     tmp_bytes: int = 512 * MIB      # its private /tmp (bubblewrap only)
 
     def to_dict(self) -> dict[str, int]:

@@ -1,13 +1,13 @@
 """Restore the cells a student is not meant to edit from the lab's current version, before grading.
 
 A submission started on an older release still has that release's setup cells (``from helpers import
-ptq`` after the module moved). As nbgrader's ``OverwriteCells`` preprocessor does, every read-only cell
-(nbgrader ``locked``) takes the source of the current cell with the same grade_id (test cells need not:
-the grader never runs them); the answer cells (nbgrader ``solution``) keep the student's code. The lab's other code cells (setup,
-imports, demos) carry no grade_id: each is matched within its section (the cells between two graded
-cells) to the submission's most similar code cell without nbgrader metadata (same cell id, or at least
-half the same text) and that cell takes the current source. A current cell with no such match is put
-back at its place; cells the student added keep theirs.
+ptq`` after the module moved). As nbgrader's ``OverwriteCells`` preprocessor does, every read-only
+cell (nbgrader ``locked``) takes the source of the current cell with the same grade_id; test cells
+need not (the grader never runs them), and answer cells (nbgrader ``solution``) keep the student's
+code. The lab's other code cells (setup, imports, demos) carry no grade_id: each is matched, within
+its section (the cells after one graded cell, up to the next), to the submission's most similar code
+cell without a grade_id (the same cell id, or at least half the same text), which takes the current
+source. A current cell with no match is put back at its place; cells the student added keep theirs.
 
 Serves: instructors (batch grading; submissions of every lab).
 """

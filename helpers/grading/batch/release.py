@@ -15,11 +15,12 @@ import shutil
 from pathlib import Path
 
 from helpers import cli
+from helpers.grading.exercise import KEY_MODULE
 
 PROG = "python -m helpers.grading.batch release"
 INSTEAD = "a new or empty folder, e.g. --out artifacts/release"  # what a refusal tells the user to pass
 ROOT = Path(__file__).resolve().parents[3]
-ANSWER_KEYS = "helpers/labs/*/key.py"  # each lab's answer key: specs and hidden cases
+ANSWER_KEYS = f"helpers/labs/*/{KEY_MODULE}.py"  # each lab's answer key: specs and hidden cases
 INSTRUCTORS = Path("helpers") / "grading" / "batch"  # the batch grader and the authoring tools
 PACKAGE_ITEMS = ("helpers", "reference", "requirements.txt", "pyproject.toml")
 RELEASE_ITEMS = PACKAGE_ITEMS + ("labs", "notebooks", "jupyter", "requirements-gpu.txt", "environment.yml",

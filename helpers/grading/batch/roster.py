@@ -60,6 +60,8 @@ def _columns(header: list[str], where: Path) -> tuple[int, list[int]]:
 
 def parse(text: str, where: Path) -> dict[str, str]:
     """alias (lower case) -> student id, validated (see the module docstring)."""
+    if not text.strip():
+        raise InputError(f"roster {where} is empty. Give a header row such as 'alias,student' and one row a name.")
     reader = csv.reader(io.StringIO(text, newline=""), _dialect(text, where), strict=True)
     try:
         rows = list(reader)

@@ -1,7 +1,7 @@
 """One batch spread over many machines: sharded runs, then one merge.
 
     python -m helpers.grading.batch grade subs/ --shard I/N --out grades/shard-I    # on each machine, I = 0..N-1
-    python -m helpers.grading.batch grade --merge grades/shard-* --out grades/       # once, when all are done
+    python -m helpers.grading.batch grade --merge grades/shard-* --out grades/all    # once, when all are done
 
 Every shard discovers the same submissions in the same order (the same folder, read-only, e.g. on a
 shared file system) and grades every N-th one, starting at the I-th; it calibrates the labs it

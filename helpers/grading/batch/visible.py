@@ -11,6 +11,7 @@ import importlib
 from collections.abc import Callable
 from pathlib import Path
 
+from helpers.cli import write_beside
 from helpers.errors import InputError
 from helpers.grading import wire
 from helpers.grading.exercise import (
@@ -74,7 +75,8 @@ def write_all(labs: Path = LABS) -> list[Path]:
     out = []
     for lab in answer_key_labs():
         p = path_for(lab, labs)
-        p.write_text(render(lab), encoding="utf-8")
+        with write_beside(p) as tmp:  # never a half-written file, and the file's mode kept
+            tmp.write_text(render(lab), encoding="utf-8")
         out.append(p)
     return out
 

@@ -16,6 +16,7 @@ from helpers.grading.kernel_perf import perf_ratio
 from helpers.grading.traced import coalesced, conflict_free, run_traced, unpack
 
 COPY_THREADS = 128
+NAMES = ("src", "dst")  # the kernels' array arguments
 
 
 def run_copy(fn: Any, x: np.ndarray) -> dict:
@@ -33,14 +34,14 @@ def run_transpose(fn: Any, a: np.ndarray) -> dict:
 
 def compare_copy(got: Any, expected: np.ndarray) -> None:
     """Exact values, then coalesced accesses."""
-    out, trace = unpack(got)
+    out, trace = unpack(got, NAMES)
     compare_arrays(out, expected, True, 0, 0)
     coalesced(trace)
 
 
 def compare_transpose(got: Any, expected: np.ndarray) -> None:
     """Exact values, coalesced global accesses, conflict-free shared memory."""
-    out, trace = unpack(got)
+    out, trace = unpack(got, NAMES)
     compare_arrays(out, expected, True, 0, 0)
     coalesced(trace)
     conflict_free(trace)

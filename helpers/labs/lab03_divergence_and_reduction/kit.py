@@ -31,7 +31,7 @@ def run_block_sum(fn: Any, x: np.ndarray) -> dict:
 
 def compare_divergence(got: Any, expected: np.ndarray) -> None:
     """Values to float32 round-off, then one path per warp."""
-    out, trace = unpack(got)
+    out, trace = unpack(got, ("x", "out"))
     compare_arrays(out, expected, False, 1e-5, 1e-6)
     no_divergence(trace)
 

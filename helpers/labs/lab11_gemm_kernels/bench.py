@@ -4,13 +4,17 @@ Every kernel is first checked against an exact answer on the GPU (integer-valued
 FP32 sums exact; INT8 is compared bit for bit after requantization), then timed with CUDA events.
 Your tiled kernels are compiled once per tile size through ``helpers.kernels.pytwin``.
 
+The roofline has one roof per math precision (``show_roofline``): the FP32 steps under the measured
+cuBLAS FP32 roof, the INT8 steps under the measured ``torch._int_mm`` roof, each checked by
+``helpers.figure_check.roof_problems`` before it is drawn (an INT8 point under an FP32 roof is wrong).
+
 Serves: core — used by lab 11 (the GPU part of the lab).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -190,3 +194,43 @@ def record(steps: list[Step], n: int = N) -> dict[str, float]:
         out[name] = f.tops / s.tops
         bench.record(name, out[name], "ratio", ratio_of=[f.label, s.label])
     return out
+
+
+ROOF_STEPS = {"fp32": "torch_fp32", "int8": "int_mm"}  # the library GEMM that sets each precision's roof
+
+
+def steps_from_records(records: Iterable[Any]) -> list[Step]:
+    """Steps rebuilt from stored ``lab11.<key>_tops`` records (their extras hold ops and bytes)."""
+    out = []
+    for r in records:
+        if r.name.endswith("_tops") and r.extra.get("ops") and r.extra.get("bytes"):
+            key = r.name[len("lab11."):-len("_tops")]
+            out.append(Step(key, r.extra.get("label", key), "int8" if r.unit == "TOPS" else "fp32",
+                            float(r.extra["ops"]), float(r.extra["bytes"]), r.extra["ops"] / (r.value * 1e12)))
+    return out
+
+
+def show_roofline(steps: list[Step], bandwidth_gbs: float, device: str | None, note: str,
+                  kind: Callable[[str], str]) -> list[Any]:
+    """One roofline per precision, each under its own measured roof; a point above its roof is printed as a
+    problem (and fails the figure check of ``make notebooks``)."""
+    from helpers import figure_check
+    from helpers.perf import gemm as perf_gemm
+    from helpers.perf import roofline
+
+    figs = []
+    for prec, roof_key in ROOF_STEPS.items():
+        sel = [s for s in steps if s.precision == prec]
+        roof = next((s for s in sel if s.key == roof_key), None)
+        if not sel or roof is None:
+            continue
+        problems = figure_check.roof_problems([(s.label, prec, s.ops / s.bytes, s.tops) for s in sel],
+                                              {prec: (roof.tops, bandwidth_gbs)})
+        for problem in problems:
+            print(f"Roofline check: {problem}: its operation count or its bytes are miscounted.")
+        unit = "TOPS" if prec == "int8" else "TFLOP/s"
+        figs.append(roofline.plot(
+            [roofline.RoofPoint(s.label, kind(s.key), s.ops, s.bytes, s.seconds) for s in sel], roof.tops,
+            bandwidth_gbs, title=f"Lab 11: {prec.upper()} GEMMs under the {prec.upper()} roof ({unit})",
+            device=device, note=note, spec_tflops=perf_gemm.spec_peak(prec, device)))
+    return figs

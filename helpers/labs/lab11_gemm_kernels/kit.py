@@ -16,8 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from helpers.grading import kernel_perf, traced
+from helpers.grading import kernel_compile, kernel_perf, traced
 from helpers.grading.compare import BadAnswer, compare_arrays
+from helpers.grading.kernel_source import describe
 from helpers.grading.traced import Run, decode, launch, race_free, reads_only, values
 from helpers.kernels import gemm, pytwin, races
 
@@ -31,6 +32,13 @@ GPU_N = 2048  # speed checks: 2048³ GEMMs
 
 
 FP32_NAMES, INT8_NAMES = ("a", "b", "c"), ("a4", "b4", "out", "m0", "shift")
+
+
+def _decode(got: Any, names: tuple[str, ...]) -> Run:
+    """The replayed run, with K read from the replayed first operand (a or a4)."""
+    run = decode(got, names)
+    run.k = int(np.shape(got["args"][0])[1])
+    return run
 
 
 def global_loads(run: Run, operands: tuple[int, ...] = (0, 1)) -> int:
@@ -54,14 +62,14 @@ def run_naive(fn: Any, a: np.ndarray, b: np.ndarray) -> dict:
     """gemm_naive[(ceil(N/32), ceil(M/8)), (32, 8)](a, b, c), traced."""
     blocks, threads = gemm.naive_grid(a.shape[0], b.shape[1])
     c = np.zeros((a.shape[0], b.shape[1]), np.float32)
-    return {**launch(fn, blocks, threads, (a, b, c), 2), "k": a.shape[1]}
+    return launch(fn, blocks, threads, (a, b, c), 2)
 
 
 def run_tiled(fn: Any, a: np.ndarray, b: np.ndarray) -> dict:
     """gemm_tiled[(ceil(N/TILE), ceil(M/TILE)), (TILE, TILE)](a, b, c) with TILE = 8, traced."""
     blocks, threads = gemm.tiled_grid(a.shape[0], b.shape[1], SIM_TILE)
     c = np.zeros((a.shape[0], b.shape[1]), np.float32)
-    return {**launch(fn, blocks, threads, (a, b, c), 2, TILE=SIM_TILE), "k": a.shape[1]}
+    return launch(fn, blocks, threads, (a, b, c), 2, TILE=SIM_TILE)
 
 
 def run_int8(fn: Any, a: np.ndarray, b: np.ndarray, m0: np.ndarray, shift: np.ndarray, zero_point: int) -> dict:
@@ -70,11 +78,13 @@ def run_int8(fn: Any, a: np.ndarray, b: np.ndarray, m0: np.ndarray, shift: np.nd
     blocks, threads = gemm.tiled_grid(a.shape[0], b.shape[1], SIM_TILE)
     out = np.zeros((a.shape[0], b.shape[1]), np.int8)
     args = (a4, b4, out, np.asarray(m0, np.int64), np.asarray(shift, np.int64), int(zero_point))
-    return {**launch(fn, blocks, threads, args, 2, TILE=SIM_TILE), "k": a4.shape[1]}
+    return launch(fn, blocks, threads, args, 2, TILE=SIM_TILE)
 
 
-def run_dp4a(fn: Any, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Your dp4a on every (a, b, c), with numpy int32 words (as in a kernel) and with 64-bit integers."""
+def run_dp4a(fn: Any, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> dict:
+    """Your dp4a (its source, to be compiled) and its results on every (a, b, c), with numpy int32 words (as in
+    a kernel) and with 64-bit integers."""
+    source = describe(fn)
     py = pytwin.simulator_device(fn)
     out = []
     for kind in (np.int32, int):
@@ -82,19 +92,19 @@ def run_dp4a(fn: Any, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> tuple[np.n
         if any(r is None for r in res):
             raise BadAnswer("your dp4a returned None: return the new accumulator.")
         out.append(np.array([int(r) for r in res], np.int64))
-    return out[0], out[1]
+    return {"kernel": source, "values": (out[0], out[1])}
 
 
 def compare_naive(got: Any, expected: np.ndarray) -> None:
     """Exact values, then coalesced accesses."""
-    run = decode(got, FP32_NAMES)
+    run = _decode(got, FP32_NAMES)
     values(run, expected)
     traced.coalesced(run.trace)
 
 
 def compare_tiled(got: Any, expected: np.ndarray) -> None:
     """Exact values, no races, tile reuse, coalesced global accesses, conflict-free shared memory."""
-    run = decode(got, FP32_NAMES)
+    run = _decode(got, FP32_NAMES)
     values(run, expected)
     race_free(run)
     tile_reuse(run, SIM_TILE)
@@ -104,7 +114,7 @@ def compare_tiled(got: Any, expected: np.ndarray) -> None:
 
 def compare_int8(got: Any, expected: np.ndarray) -> None:
     """Bit-exact int8 (saturation included), no races, tile reuse, coalesced loads, no bank conflicts."""
-    run = decode(got, INT8_NAMES)
+    run = _decode(got, INT8_NAMES)
     values(run, expected)
     race_free(run)
     tile_reuse(run, SIM_TILE)
@@ -113,9 +123,11 @@ def compare_int8(got: Any, expected: np.ndarray) -> None:
 
 
 def compare_dp4a(got: Any, expected: np.ndarray) -> None:
-    """Exact with 32-bit words; then the same with 64-bit integers (how numba computes on a GPU)."""
-    if not isinstance(got, (tuple, list)) or len(got) != 2:
-        raise BadAnswer("the dp4a run sent no results.")
+    """Compiles as a GPU device function; exact with 32-bit words; then with 64-bit integers (as numba on a GPU)."""
+    if not isinstance(got, dict) or not isinstance(got.get("kernel"), dict) or len(got.get("values", ())) != 2:
+        raise AssertionError("the dp4a run sent no device function and results.")
+    kernel_compile.compile_check(got["kernel"], (np.int32(0),) * 3, device=True)
+    got = got["values"]
     compare_arrays(np.asarray(got[0]), expected, True, 0, 0)
     try:
         compare_arrays(np.asarray(got[1]), expected, True, 0, 0)
@@ -182,7 +194,7 @@ def simulated_profile(naive: Any, tiled: Any, int8: Any) -> list[dict]:
              "2K/TILE = 4 words")]
     rows = []
     for label, got, names, ideal in runs:
-        run = decode(got, names)
+        run = _decode(got, names)
         loads = access_patterns.summarize(reads_only(run.trace))
         rows.append({"kernel": label, "global loads of A, B per output": f"{global_loads(run) / run.out.size:g}",
                      "ideal": ideal, "sectors per warp load (ideal)":
@@ -195,15 +207,6 @@ def simulated_profile(naive: Any, tiled: Any, int8: Any) -> list[dict]:
 def _kind(key: str) -> str:
     """The legend group of a step key."""
     return next(v for k, v in KINDS.items() if key.startswith(k))
-
-
-def _roofline(points: list[Any], peak: float, bandwidth: float, device: str | None, note: str) -> Any:
-    """The steps on the roofline: measured cuBLAS FP32 as the compute roof, the FP32 spec dotted."""
-    from helpers.perf import gemm as perf_gemm
-    from helpers.perf import roofline
-
-    return roofline.plot(points, peak, bandwidth, title="Lab 11: your GEMM kernels on the roofline",
-                         device=device, note=note, spec_tflops=perf_gemm.spec_peak("fp32", device))
 
 
 def measure_and_show(naive: Any, tiled: Any, int8: Any) -> dict[str, float]:
@@ -222,8 +225,7 @@ def measure_and_show(naive: Any, tiled: Any, int8: Any) -> dict[str, float]:
                  for s in steps], caption=f"{gemm_bench.N}³ GEMMs, measured now, every result checked exact")
     for name, value in speedups.items():
         print(f"{name}: {value:.2f}×")
-    points = [roofline.RoofPoint(s.label, _kind(s.key), s.ops, s.bytes, s.seconds) for s in steps]
-    _roofline(points, gemm_bench.best(steps, "torch_fp32").tops, bandwidth, device_label(), "measured now")
+    gemm_bench.show_roofline(steps, bandwidth, device_label(), "measured now", _kind)
     return speedups
 
 
@@ -231,7 +233,6 @@ def show_stored() -> None:
     """No GPU: the stored timings of this lab (labelled with device and date), or say that none are stored."""
     from helpers import reference
     from helpers.labs.lab11_gemm_kernels import bench as gemm_bench
-    from helpers.perf import roofline
 
     recs = {r.name: r for r in reference.lookup_all("lab11.")}
     if not recs:
@@ -241,9 +242,6 @@ def show_stored() -> None:
     first = next(iter(recs.values()))
     print(f"Stored GPU timings of the solution's kernels ({first.device}, {first.date}):")
     reference.show([n for n in recs if n.endswith("_tops")] + [n for n in gemm_bench.SPEEDUPS if n in recs])
-    tops = [r for n, r in recs.items() if n.endswith("_tops") and r.extra.get("ops")]
-    fp32, bw = recs.get("lab11.torch_fp32_tops"), recs.get("lab11.bandwidth_gbs")
-    if tops and fp32 and bw:
-        points = [roofline.RoofPoint(r.extra.get("label", r.name), _kind(r.name[len("lab11."):]), r.extra["ops"],
-                                     r.extra["bytes"], r.extra["ops"] / (r.value * 1e12)) for r in tops]
-        _roofline(points, fp32.value, bw.value, first.device, f"stored reference, {first.date}")
+    steps, bw = gemm_bench.steps_from_records(recs.values()), recs.get("lab11.bandwidth_gbs")
+    if steps and bw:
+        gemm_bench.show_roofline(steps, bw.value, first.device, f"stored reference, {first.date}", _kind)

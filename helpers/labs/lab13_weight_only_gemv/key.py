@@ -28,12 +28,18 @@ def unpack_int4(b):  # noqa: ANN001, ANN201 - a numba device function
 
 @cuda.jit(device=True)
 def warp_sum(v):  # noqa: ANN001, ANN201
-    """The sum of v over the 32 lanes of the warp, in lane 0 (a shuffle tree)."""
-    offset = 16
-    while offset > 0:
-        v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
-        offset //= 2
-    return v
+    """The sum of v over the 32 lanes of the warp (one warp a block): a tree in shared memory."""
+    partial = cuda.shared.array(32, float32)
+    lane = cuda.threadIdx.x
+    partial[lane] = v
+    cuda.syncthreads()
+    step = 16
+    while step > 0:
+        if lane < step:
+            partial[lane] += partial[lane + step]
+        cuda.syncthreads()
+        step //= 2
+    return partial[0]
 
 
 @cuda.jit
@@ -123,18 +129,18 @@ register(
     Exercise(
         id="lab13.warp_sum", title="a warp's sum", spec=spec_warp_sum, cases=_sum_cases, hidden=_hidden_sums,
         run=kit.run_warp_sum, compare=kit.compare_warp_sum, plot=False,
-        hint="The lanes of a warp can hand values to each other directly (warp shuffles) or through shared "
-             "memory. Halve the number of lanes that still hold a partial sum at each step until one holds all.",
+        hint="Let the lanes meet in shared memory, one slot each, and halve the number of lanes that still "
+             "hold a partial sum at each step until one holds all.",
         hints=("Count which lanes' values reach lane 0 after your steps: all 32 must, so the first step pairs "
-               "lanes half a warp apart. Through shared memory, no lane may read a slot in the same step in "
-               "which another lane writes it, and each step ends at a barrier.",),
+               "lanes half a warp apart. No lane may read a slot in the same step in which another lane writes "
+               "it, and every step, the first included, ends at a barrier.",),
     ),
     Exercise(
         id="lab13.gemv", title="W4A16 dequantizing GEMV", spec=spec_gemv,
         cases=lambda: [gemv_case("4 rows, K = 128, groups of 32", 4, 128, 32, 133),
                        gemv_case("3 rows, K = 96, groups of 16 (48 bytes a row)", 3, 96, 16, 134)],
         hidden=lambda: [gemv_case("hidden: 2 rows, K = 256, groups of 128", 2, 256, 128, 1301),
-                        gemv_case("hidden: 5 rows, K = 80, groups of 8", 5, 80, 8, 1302)],
+                        gemv_case("hidden: 3 rows, K = 80, groups of 8", 3, 80, 8, 1302)],
         run=kit.run_gemv, compare=kit.compare_gemv, plot=False,
         hint="One warp per row: its 32 lanes split the row's bytes, each byte gives two codes, each code is "
              "multiplied by its own group's scale and its own input, and at the end the warp adds up its lanes.",

@@ -1,41 +1,39 @@
-"""Lab 13 on the student's side: the lab's weight format, warp shuffles for the simulator, the traced runs
-of the three exercises (unpack two INT4 codes, a warp's sum, the W4A16 GEMV) and their checks, what the lab
-shows in the simulator (bytes read per weight byte), and its GPU timing or the stored one.
+"""Lab 13 on the student's side: the lab's weight format, the runs of its three exercises (unpack two INT4 codes,
+a warp's sum, the W4A16 GEMV) and their checks, what the lab shows in the simulator (bytes loaded per weight
+byte), and the stored GPU timing (``bench`` times it on a GPU).
 
 The format is the course's (``helpers.quant.weight_only``): two codes a byte, element 2j in the low nibble of
 byte j, one float32 scale per row and group of consecutive inputs. GPU kernels store each code offset-binary,
-q + 8 in 0..15 (as ``helpers.kernels.triton_gemv`` does); from the course's two's-complement bytes that is
-one XOR with 0x88 (``offset_binary``). The checks use power-of-two scales and small integer activations,
-so every sum is exact in float32 whatever the order of the additions, and the comparison is bit for bit.
+q + 8 in 0..15 (as ``helpers.quant.wo_layout``'s magic layout does); from the course's two's-complement bytes
+that is one XOR with 0x88 (``offset_binary``). The checks use power-of-two scales and small integer
+activations, so every sum is exact in float32 whatever the order of the additions: the comparison is bit for bit.
 
-numba's CUDA simulator has no warp shuffles: ``warp_intrinsics`` adds them (and ``cuda.syncwarp``) for the
-duration of a traced launch. Every launch here is one warp per block, so a warp is a block: a shuffle lets
-every lane leave its value, waits for the others, reads its partner's, and waits again; ``syncwarp`` is a
-barrier, logged as one for the race checks. No answers live here (the specs and hidden cases are the key's).
+The kernels are sent as source and replayed traced by the checker (``helpers.grading.traced``); a warp's sum
+runs inside the course's one-warp-per-row harness kernel, given to the checker as source too. Every launch is
+one warp per block, so ``cuda.syncthreads()`` is a warp's barrier. No answers live here (the key has them).
 
 Serves: lab 13.
 """
 
 from __future__ import annotations
 
-import contextlib
-import threading
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
-from numba import cuda
 
+from helpers.grading import kernel_compile
 from helpers.grading.compare import BadAnswer, compare_arrays
+from helpers.grading.kernel_source import describe
 from helpers.grading.traced import Run, decode, launch, race_free, values
 from helpers.kernels import pytwin, simtrace
 from helpers.perf import access_patterns
 
 WARP = 32
 SECTOR = 32  # bytes
-FULL_MASK = 0xFFFFFFFF
 GEMV_NAMES, SUM_NAMES = ("packed", "scales", "x", "y"), ("x", "out")
-_PATCH = threading.Lock()
+NO_SHUFFLES = ("numba's CUDA simulator, which replays kernels for the checks, has no warp shuffles "
+               "(cuda.shfl_*_sync) and no cuda.syncwarp: pass the values through shared memory, with "
+               "cuda.syncthreads() as the barrier (each block here is one warp).")
 
 
 # ---------- the weight format ----------
@@ -72,80 +70,12 @@ def problem(rng: np.random.Generator, n: int, k: int, group: int) -> tuple[np.nd
     return offset_binary(pack_int4(q)), scales, x
 
 
-# ---------- warp shuffles and syncwarp in the simulator ----------
-
-def _park(t: Any) -> None:
-    """Wait like cuda.syncthreads() but leave no barrier in the race log (a shuffle orders no memory)."""
-    if t.abort:
-        raise RuntimeError("abort flag set on a warp shuffle")
-    t.syncthreads_blocked = True
-    t.syncthreads_event.wait()
-    t.syncthreads_event.clear()
-    if t.abort:
-        raise RuntimeError("abort flag set on a warp shuffle")
-
-
-def _exchange(value: Any, source: Any) -> Any:
-    """Every lane leaves `value`; each gets the value of lane source(lane) (its own when that is outside the warp)."""
-    t = threading.current_thread()
-    slots = t._manager.__dict__.setdefault("_warp_slots", {})
-    warp, lane = divmod(t.thread_id, WARP)
-    slots[t.thread_id] = value
-    _park(t)
-    src = source(lane)
-    got = slots.get(warp * WARP + src, value) if 0 <= src < WARP else value
-    _park(t)
-    return got
-
-
-def _shfl_down(self: Any, mask: int, value: Any, delta: int) -> Any:
-    return _exchange(value, lambda lane: lane + delta if lane + delta < WARP else lane)
-
-
-def _shfl_up(self: Any, mask: int, value: Any, delta: int) -> Any:
-    return _exchange(value, lambda lane: lane - delta if lane >= delta else lane)
-
-
-def _shfl_xor(self: Any, mask: int, value: Any, lane_mask: int) -> Any:
-    return _exchange(value, lambda lane: lane ^ lane_mask)
-
-
-def _shfl(self: Any, mask: int, value: Any, src_lane: int) -> Any:
-    return _exchange(value, lambda lane: src_lane % WARP)
-
-
-def _syncwarp(self: Any, mask: int = FULL_MASK) -> None:
-    threading.current_thread().syncthreads()  # one warp a block: the block's barrier, logged
-
-
-INTRINSICS = {"shfl_down_sync": _shfl_down, "shfl_up_sync": _shfl_up, "shfl_xor_sync": _shfl_xor,
-              "shfl_sync": _shfl, "syncwarp": _syncwarp}
-
-
-@contextlib.contextmanager
-def warp_intrinsics() -> Iterator[None]:
-    """Give the simulator's cuda module the warp shuffles and syncwarp for the duration (one warp per block)."""
-    from numba.cuda.simulator import kernelapi
-
-    cls = kernelapi.FakeCUDAModule
-    with _PATCH:
-        old = {name: cls.__dict__.get(name) for name in INTRINSICS}
-        for name, fn in INTRINSICS.items():
-            setattr(cls, name, fn)
-        try:
-            yield
-        finally:
-            for name, fn in old.items():
-                if fn is None:
-                    delattr(cls, name)
-                else:
-                    setattr(cls, name, fn)
-
-
 # ---------- exercise 1: unpack ----------
 
 def run_unpack(fn: Any, data: np.ndarray) -> dict:
-    """Your unpack_int4 on every byte, given as Python ints and as the numpy uint8 a kernel reads in the simulator."""
+    """Your unpack_int4 (its source, to be compiled) on every byte, as Python ints and as the numpy uint8 that a
+    kernel reads from a uint8 array in the simulator."""
+    source = describe(fn)
     py = pytwin.simulator_device(fn)
     out = {}
     for kind, conv in (("int", int), ("uint8", np.uint8)):
@@ -156,7 +86,7 @@ def run_unpack(fn: Any, data: np.ndarray) -> dict:
                 raise BadAnswer(f"unpack_int4 must return two values, (low, high); it returned {r!r:.60}.")
             pairs.append([int(r[0]), int(r[1])])
         out[kind] = np.array(pairs, np.int64).reshape(-1, 2)
-    return out
+    return {"kernel": source, **out}
 
 
 def _unpack_diagnosis(got: np.ndarray, expected: np.ndarray) -> str:
@@ -172,8 +102,9 @@ def _unpack_diagnosis(got: np.ndarray, expected: np.ndarray) -> str:
 
 def compare_unpack(got: Any, expected: np.ndarray) -> None:
     """Exact (low, high) codes for Python-int bytes, then the same for numpy uint8 bytes."""
-    if not isinstance(got, dict) or not {"int", "uint8"} <= set(got):
-        raise BadAnswer("the unpack run sent no results.")
+    if not isinstance(got, dict) or not {"kernel", "int", "uint8"} <= set(got) or not isinstance(got["kernel"], dict):
+        raise AssertionError("the unpack run sent no device function and results.")
+    kernel_compile.compile_check(got["kernel"], (np.uint8(0),), device=True)
     mine = np.asarray(got["int"])
     try:
         compare_arrays(mine, expected, True, 0, 0)
@@ -190,26 +121,35 @@ def compare_unpack(got: Any, expected: np.ndarray) -> None:
 
 # ---------- exercise 2: a warp's sum ----------
 
-@cuda.jit
-def _sum_rows(x, out):  # noqa: ANN001, ANN201 - the course's harness kernel
-    """out[b] = the sum of row b of x (32 values), computed by warp_sum, read from lane 0."""
-    v = x[cuda.blockIdx.x, cuda.threadIdx.x]
-    total = warp_sum(v)  # noqa: F821 - the runner puts the student's device function here
+HARNESS = """def row_sums(x, out):
+    total = warp_sum(x[cuda.blockIdx.x, cuda.threadIdx.x])
     if cuda.threadIdx.x == 0:
         out[cuda.blockIdx.x] = total
+"""
 
 
 def run_warp_sum(fn: Any, x: np.ndarray) -> dict:
-    """Each row of x (rows x 32) is one warp's values: _sum_rows[rows, 32](x, out) with your warp_sum, traced."""
-    pytwin.python_function(fn)  # a clear error for anything but a numba function
+    """The course's harness row_sums[rows, 32](x, out) around your warp_sum (lane 0's result), as a launch to replay."""
     x = np.asarray(x, np.float32)
-    with warp_intrinsics():
-        return launch(_sum_rows, x.shape[0], WARP, (x, np.zeros(x.shape[0], np.float32)), 1, warp_sum=fn)
+    harness = {"name": "row_sums", "file": "<the course's row_sums harness>", "line": 1, "source": HARNESS,
+               "globals": {"cuda": ["module", "numba.cuda"], "warp_sum": ["device", describe(fn)]}}
+    return {"kernel": harness, "grid": x.shape[0], "block": WARP, "args": (x, np.zeros(x.shape[0], np.float32)),
+            "out_index": 1, "lines": False}
+
+
+def _replayed(got: Any, names: tuple[str, ...]) -> Run:
+    """decode(), with a shuffle's AttributeError explained."""
+    try:
+        return decode(got, names)
+    except AssertionError as err:
+        if "shfl" in str(err) or "syncwarp" in str(err):
+            raise AssertionError(f"{err}\n{NO_SHUFFLES}") from None
+        raise
 
 
 def compare_warp_sum(got: Any, expected: np.ndarray) -> None:
     """Exact sums in lane 0, and no data race."""
-    run = decode(got, SUM_NAMES)
+    run = _replayed(got, SUM_NAMES)
     values(run, expected)
     race_free(run)
 
@@ -219,8 +159,7 @@ def compare_warp_sum(got: Any, expected: np.ndarray) -> None:
 def run_gemv(fn: Any, packed: np.ndarray, scales: np.ndarray, x: np.ndarray) -> dict:
     """gemv_w4[N, 32](packed, scales, x, y): one warp per output row, traced."""
     n = np.asarray(packed).shape[0]
-    with warp_intrinsics():
-        return launch(fn, n, WARP, (packed, scales, x, np.zeros(n, np.float32)), 3)
+    return launch(fn, n, WARP, (packed, scales, x, np.zeros(n, np.float32)), 3)
 
 
 def _weight_reads(trace: simtrace.Trace) -> list[simtrace.Access]:
@@ -269,7 +208,7 @@ def _gemv_diagnosis(got: np.ndarray, expected: dict) -> str:
 
 def compare_gemv(got: Any, expected: dict) -> None:
     """Exact outputs (a known mistake named), no races, each weight byte read by one lane, coalesced weights."""
-    run = decode(got, GEMV_NAMES)
+    run = _replayed(got, GEMV_NAMES)
     try:
         values(run, np.asarray(expected["y"]))
     except AssertionError as err:
@@ -282,7 +221,7 @@ def compare_gemv(got: Any, expected: dict) -> None:
 def traffic(gemv: Any, n: int = 4, k: int = 256, group: int = 32) -> list[dict]:
     """Your GEMV traced on one small problem: bytes each array gives a row, per byte of weights, and sectors per load."""
     packed, scales, x = problem(np.random.default_rng(131), n, k, group)
-    run = decode(run_gemv(gemv, packed, scales, x), GEMV_NAMES)
+    run = _replayed(run_gemv(gemv, packed, scales, x), GEMV_NAMES)
     weight_bytes = packed.nbytes
     rows = []
     for i, name in enumerate(GEMV_NAMES[:3]):
@@ -296,19 +235,7 @@ def traffic(gemv: Any, n: int = 4, k: int = 256, group: int = 32) -> list[dict]:
     return rows
 
 
-# ---------- the GPU timing, or the stored one ----------
-
-def measure_and_show(gemv: Any) -> dict[str, float]:
-    """GPU: check your kernel exact at LLaMA-7B shapes, time it beside FP16 cuBLAS and the course's kernel, record lab13.*."""
-    from helpers import tables
-    from helpers.labs.lab13_weight_only_gemv import bench
-
-    result = bench.measure(gemv)
-    ratios = bench.record(result)
-    tables.show(bench.rows(result), caption="Batch-1 GEMV, measured now (medians of interleaved rounds; your "
-                                            "kernel's outputs checked exact first)")
-    return ratios
-
+# ---------- without a GPU: the stored timing (bench.measure_and_show times it on a GPU) ----------
 
 def show_stored() -> None:
     """No GPU: the stored timings of this lab, labelled with device, date and software, or say that none are stored."""
@@ -319,5 +246,7 @@ def show_stored() -> None:
         print("No GPU timings of lab 13 are stored yet (reference/h200/results.json has no lab13.* record); "
               "the next GPU reference run adds them.")
         return
-    print(f"Stored GPU timings of the solution's kernel ({reference.provenance('h200', short=True)}):")
+    sw = reference.software("h200", recs)
+    tools = ", ".join(f"{k} {sw[k]}" for k in ("torch", "cuda", "numba", "cupy", "python") if k in sw)
+    print(f"Stored GPU timings of the solution's kernel ({recs[0].device}, {recs[0].date}; {tools}):")
     reference.show([r.name for r in recs])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from helpers import bench, claims
-from helpers.chapters.ch01_why_gpu_inference import claims as ch01, readings
+from helpers.chapters.ch01_why_gpu_inference import notes as ch01, readings
 
 
 @pytest.fixture(autouse=True)

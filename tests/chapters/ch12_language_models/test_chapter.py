@@ -13,7 +13,7 @@ from helpers.chapters.ch12_language_models import bench as gpu_bench
 from helpers.kernels import triton_gemv as tg
 from helpers.models import stdlib_text, tiny_lm
 
-CFG = tiny_lm.LMConfig(d=128, heads=4, layers=1, ffn=128, ctx=16)
+CFG = tiny_lm.LMConfig(d_model=128, n_heads=4, n_layers=1, d_ff=128, ctx=16)
 
 
 @pytest.fixture(scope="module")

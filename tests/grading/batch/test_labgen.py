@@ -88,8 +88,9 @@ def test_real_nbgrader_generates_the_same_labs(tmp_path: Path, monkeypatch: pyte
 def _lab_and_hint_texts() -> dict[str, str]:
     """Every text a student sees before solving: the labs' cells and every hint of every exercise."""
     texts = {p.name: "\n".join(_sources(_load(p))) for p in LABS.glob("*.ipynb")}
-    for p in visible.FOLDER.glob("lab*.json"):
-        texts[p.name] = "\n".join(h for r in wire.loads(p.read_text(encoding="utf-8")) for h in r["hints"])
+    for p in visible.LABS.glob("lab*_*/visible.json"):
+        name = f"{p.parent.name}/visible.json"
+        texts[name] = "\n".join(h for r in wire.loads(p.read_text(encoding="utf-8")) for h in r["hints"])
     return texts
 
 

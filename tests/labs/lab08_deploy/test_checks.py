@@ -99,7 +99,7 @@ def test_generated_lab_has_stubs_and_no_solutions_or_hidden_tests():
 ])
 def test_the_labs_rule_is_the_validators_rule(op, w_shape, good_axis, kwargs):
     """On a per-channel weight read by each kind of layer, the answer key agrees with check_qdq, node by node."""
-    from test_ch09_export import _weight_graph
+    from tests.deploy.test_export import _weight_graph
 
     from helpers.deploy.qdq_check import check_qdq, qdq_nodes
 

@@ -172,7 +172,7 @@ def test_pack_rejects_k_not_a_multiple_of_4():
 @pytest.mark.gpu
 def test_gpu_steps_are_exact_and_recorded():
     from helpers import bench
-    from helpers.kernels import gemm_bench
+    from helpers.labs.lab11_gemm_kernels import bench as gemm_bench
 
     steps = gemm_bench.measure(gemm.gemm_naive, _tiled(), _int8(), n=256, tiles=(16,), repeats=2)
     assert {s.key for s in steps} >= {"naive", "tiled16", "int8_t16", "dp4a_cu", "torch_fp32", "int_mm"}

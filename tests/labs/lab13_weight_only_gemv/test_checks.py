@@ -1,7 +1,7 @@
 """Lab 13 checks: the solution kernels pass (visible and hidden cases) and a differently written correct answer
 too; each known-wrong kernel is rejected for the right reason (swapped nibbles, no -8 offset, two's complement
 read, uint8 wrap-around, the scale of the wrong group, reductions that drop lanes, races in a shared-memory
-reduction, uncoalesced or repeated weight loads)."""
+reduction, uncoalesced or repeated weight loads); warp shuffles, which the simulator lacks, are explained."""
 
 from __future__ import annotations
 
@@ -67,28 +67,9 @@ def test_known_wrong_unpacks_are_rejected(fn, why):
 
 # ---------- warp sum ----------
 
-@cuda.jit(device=True)
-def sum_from_8(v):
-    """Known wrong: the first shuffle pairs lanes 8 apart, so lanes 16..31 never reach lane 0."""
-    offset = 8
-    while offset > 0:
-        v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
-        offset //= 2
-    return v
-
-
-@cuda.jit(device=True)
-def sum_without_last_step(v):
-    """Known wrong: stops before the step of 1, so lane 0 holds only the even lanes."""
-    offset = 16
-    while offset > 1:
-        v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
-        offset //= 2
-    return v
-
-
-def _shared_sum(barriers: bool = True, guard_all: bool = False):
-    """A shared-memory tree: without barriers, or with every lane that has a partner adding (a race)."""
+def _shared_sum(first: int = 16, last: int = 1, barriers: bool = True, guard_all: bool = False):
+    """A shared-memory tree from step `first` down to `last`: without barriers, or with every lane that has a
+    partner adding (a race the one-thread-at-a-time replay cannot show in the values)."""
 
     @cuda.jit(device=True)
     def reduce(v):
@@ -96,13 +77,13 @@ def _shared_sum(barriers: bool = True, guard_all: bool = False):
         lane = cuda.threadIdx.x % 32
         sh[lane] = v
         if barriers:
-            cuda.syncwarp()
-        s = 16
-        while s > 0:
+            cuda.syncthreads()
+        s = first
+        while s >= last:
             if (lane + s < 32) if guard_all else (lane < s):
                 sh[lane] += sh[lane + s]
             if barriers:
-                cuda.syncwarp()
+                cuda.syncthreads()
             s //= 2
         return sh[0]
 
@@ -110,22 +91,38 @@ def _shared_sum(barriers: bool = True, guard_all: bool = False):
 
 
 @cuda.jit(device=True)
-def sum_butterfly(v):
-    """Correct, written another way: an XOR butterfly (every lane ends with the total)."""
-    for m in (16, 8, 4, 2, 1):
-        v += cuda.shfl_xor_sync(0xFFFFFFFF, v, m)
+def sum_by_rounds(v):
+    """Correct, written another way: a for loop over the steps, lane number from cuda.laneid."""
+    slots = cuda.shared.array(32, float32)
+    slots[cuda.laneid] = v
+    cuda.syncthreads()
+    for step in (16, 8, 4, 2, 1):
+        if cuda.laneid < step:
+            slots[cuda.laneid] = slots[cuda.laneid] + slots[cuda.laneid + step]
+        cuda.syncthreads()
+    return slots[0]
+
+
+@cuda.jit(device=True)
+def sum_shuffles(v):
+    """Right on a GPU, but the simulator that replays kernels has no warp shuffles: explained, not accepted."""
+    offset = 16
+    while offset > 0:
+        v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
+        offset //= 2
     return v
 
 
-@pytest.mark.parametrize("fn", [key.warp_sum, sum_butterfly, _shared_sum()])
+@pytest.mark.parametrize("fn", [key.warp_sum, sum_by_rounds])
 def test_correct_warp_sums_pass_visible_and_hidden_cases(fn):
     verify("lab13.warp_sum", fn)
 
 
 @pytest.mark.parametrize("fn, why", [
-    (sum_from_8, "yours 120.0 vs expected 496.0"), (sum_without_last_step, "yours 240.0 vs expected 496.0"),
+    (_shared_sum(first=8), "yours 120.0 vs expected 496.0"), (_shared_sum(last=2), "yours 240.0 vs expected 496.0"),
     (_shared_sum(barriers=False), "elements differ(.|\n)*data race"),
     (_shared_sum(guard_all=True), "values are right here(.|\n)*data race: element"),
+    (sum_shuffles, "has no warp shuffles"),
 ])
 def test_known_wrong_warp_sums_are_rejected(fn, why):
     with pytest.raises(CheckFailed, match=why):
@@ -134,11 +131,9 @@ def test_known_wrong_warp_sums_are_rejected(fn, why):
 
 # ---------- the GEMV ----------
 
-def _gemv(unpack=None, reduce=None, byte_group: bool = False, chunked: bool = False, whole_row: bool = False):
+def _gemv(unpack=unpack_int4, reduce=warp_sum, byte_group: bool = False, chunked: bool = False,
+          whole_row: bool = False):
     """The GEMV with one mistake switched on (another unpack or reduction, the group of the byte, loads)."""
-    swapped, no_offset = unpack is unpack_swapped, unpack is unpack_no_offset
-    from_8, racy = reduce is sum_from_8, reduce == "racy"
-    shared = _shared_sum(guard_all=True) if racy else None
 
     @cuda.jit
     def kernel(packed, scales, x, y):
@@ -152,12 +147,11 @@ def _gemv(unpack=None, reduce=None, byte_group: bool = False, chunked: bool = Fa
             start, stop, step = 0, nbytes, 1
         acc = float32(0)
         for j in range(start, stop, step):
-            b = packed[row, j]
-            lo, hi = unpack_swapped(b) if swapped else unpack_no_offset(b) if no_offset else unpack_int4(b)
+            lo, hi = unpack(packed[row, j])
             k = 2 * j
             g = j // group if byte_group else k // group
             acc += scales[row, g] * (float32(lo) * x[k] + float32(hi) * x[k + 1])
-        total = sum_from_8(acc) if from_8 else shared(acc) if racy else warp_sum(acc)
+        total = reduce(acc)
         if lane == 0:
             y[row] = acc if whole_row else total
 
@@ -166,7 +160,7 @@ def _gemv(unpack=None, reduce=None, byte_group: bool = False, chunked: bool = Fa
 
 @cuda.jit
 def gemv_two_rows_of_bytes(packed, scales, x, y):
-    """Correct, written another way: each lane reads its byte once, unpacks inline, sums by XOR butterfly."""
+    """Correct, written another way: a while loop, the byte unpacked inline, the sum by rounds."""
     row = cuda.blockIdx.x
     lane = cuda.laneid
     group = 2 * packed.shape[1] // scales.shape[1]
@@ -177,7 +171,7 @@ def gemv_two_rows_of_bytes(packed, scales, x, y):
         s = scales[row, (2 * j) // group]
         acc += s * float32((v & 15) - 8) * x[2 * j] + s * float32((v >> 4) - 8) * x[2 * j + 1]
         j += 32
-    acc = sum_butterfly(acc)
+    acc = sum_by_rounds(acc)
     if lane == 0:
         y[row] = acc
 
@@ -191,8 +185,9 @@ def test_correct_gemvs_pass_visible_and_hidden_cases(fn):
     (_gemv(unpack=unpack_swapped), "exactly those of a kernel that reads element 2j from the high nibble"),
     (_gemv(unpack=unpack_no_offset), "exactly those of a kernel that leaves the codes at 0..15"),
     (_gemv(byte_group=True), "exactly those of a kernel that takes each scale's group from the byte index"),
-    (_gemv(reduce=sum_from_8), "exactly those of a kernel that adds up the partial sums of only 16"),
-    (_gemv(reduce="racy"), "values are right here(.|\n)*data race"),
+    (_gemv(reduce=_shared_sum(first=8)), "exactly those of a kernel that adds up the partial sums of only 16"),
+    (_gemv(reduce=_shared_sum(guard_all=True)), "values are right here(.|\n)*data race"),
+    (_gemv(reduce=sum_shuffles), "has no warp shuffles"),
     (_gemv(chunked=True), "lanes read bytes far apart"),
     (_gemv(whole_row=True), "threads read the same weight byte"),
 ])

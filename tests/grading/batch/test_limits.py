@@ -1,0 +1,86 @@
+"""Resource limits per submission: an allocation bomb, a fork bomb, a CPU hog, a huge file and a full /tmp each
+stop at their limit, the submission keeps the points its other cells earned, its feedback names the limit, and
+a submission graded at the same time notices nothing. The limits here are small (2 GiB of address space, 64
+processes), so the test is fast and safe on a 2-core, 24 GiB machine; the fork bomb runs only where the
+process count can be limited (a pids cgroup, or a non-root user)."""
+
+from __future__ import annotations
+
+import pytest
+from tests.support.grading import ADD, LAB, MUL, student_nb, write_exercises, write_nb, write_solution
+
+from helpers.grading.batch import limits, sandbox
+from helpers.grading.batch.grade import grade
+
+ALLOC = "import numpy as np\nkeep = []\nwhile True:\n    keep.append(np.ones(2**24))"  # 128 MiB a step
+BIG_FILE = "open('big.bin', 'wb').write(b'x' * (24 * 2**20))"
+FULL_TMP = "open('/tmp/t.bin', 'wb').write(b'x' * (12 * 2**20))"
+FORK_BOMB = "import subprocess, time\nsubprocess.Popen(['sh', '-c', 'b() { b | b & }; b'])\ntime.sleep(30)"
+CPU_HOG = "while True:\n    pass"
+SMALL = limits.Resources(memory_bytes=2 * limits.GIB, cpu_seconds=8, file_bytes=16 * limits.MIB, processes=64,
+                         tmp_bytes=8 * limits.MIB)
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """Grade the bombs and an honest submission together, two at a time, under SMALL limits."""
+    root = tmp_path_factory.mktemp("limits")
+    write_solution(root / "solutions")
+    keys = write_exercises(root / "keys")
+    tmp = (FULL_TMP,) if sandbox.bwrap_works() else ()  # without bubblewrap, /tmp is the machine's own
+    cases = {"honest": (ADD, MUL), "alloc": (ADD, ALLOC, BIG_FILE, *tmp, MUL), "cpu": (ADD, CPU_HOG, MUL)}
+    if limits.processes_enforced():
+        cases["fork"] = (ADD, FORK_BOMB, MUL)
+    for name, cells in cases.items():
+        write_nb(root / "subs" / f"{LAB}__{name}.ipynb", student_nb(*cells))
+    result = grade([root / "subs"], root / "out", solutions_dir=root / "solutions", exercises=keys, cell_timeout=30,
+                   total_timeout=120, jobs=2, quiet=True, resources=SMALL, time_factor=2)
+    return {g.submission.student: g for g in result}
+
+
+def _notes(g) -> str:
+    return "\n".join(g.result.notes)
+
+
+@pytest.mark.slow
+def test_allocation_bomb_file_and_tmp_limits(graded: dict) -> None:
+    g = graded["alloc"]
+    assert g.points() == (5, 5), g.result
+    assert "code cell 3 hit the sandbox's memory (2 GiB) limit (MemoryError)" in _notes(g)
+    assert "code cell 4 hit the sandbox's file size (16 MiB) limit" in _notes(g)
+    if sandbox.bwrap_works():
+        assert "code cell 5 hit the sandbox's /tmp size (8 MiB) limit (OSError)" in _notes(g)
+
+
+@pytest.mark.slow
+def test_cpu_hog_stopped_by_its_cpu_limit(graded: dict) -> None:
+    g = graded["cpu"]
+    assert g.points() == (5, 5), g.result
+    assert "code cell 3 went over the sandbox's CPU time (8 s) limit and stopped the kernel" in _notes(g)
+
+
+@pytest.mark.slow
+def test_fork_bomb_contained(graded: dict) -> None:
+    if "fork" not in graded:
+        pytest.skip("the process count cannot be limited here (root without a pids cgroup): the fork bomb would "
+                    "reach the machine")
+    g = graded["fork"]
+    assert g.points() == (5, 5), g.result
+    assert "code cell 3 went over the sandbox's process count (64) limit and stopped the kernel" in _notes(g)
+
+
+@pytest.mark.slow
+def test_others_notice_nothing(graded: dict) -> None:
+    g = graded["honest"]
+    assert g.points() == (5, 5) and not g.result.notes and not g.result.cell_errors, g.result
+
+
+def test_limit_values_are_validated() -> None:
+    from helpers.errors import InputError
+
+    with pytest.raises(InputError, match="at least 0.25 GiB"):
+        limits.validate(limits.Resources(memory_bytes=1000))
+    with pytest.raises(InputError, match="whole number"):
+        limits.validate(limits.Resources(processes=-1))
+    assert limits.explain("OSError", "[Errno 28] No space left on device") == "/tmp size"
+    assert limits.explain("ValueError", "bad") == ""
