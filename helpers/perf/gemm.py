@@ -135,12 +135,12 @@ def measure(precision: str, m: int, n: int | None = None, k: int | None = None, 
 
 def sweep(precisions: Iterable[str], sizes: Iterable[int], *, device: str = "cuda",
           repeats: int = 20) -> list[GemmResult]:
-    """Measure square GEMMs for every precision and size (sizes ascending)."""
-    out = []
-    for p in precisions:
-        for s in sizes:
-            out.append(measure(p, s, device=device, repeats=repeats))
-    return out
+    """Measure square GEMMs for every precision and size (sizes ascending), with a progress bar."""
+    from tqdm.auto import tqdm
+
+    jobs = [(p, s) for p in precisions for s in sizes]
+    return [measure(p, s, device=device, repeats=repeats)
+            for p, s in tqdm(jobs, desc=f"timing GEMMs on the {device.upper()}", unit="GEMM")]
 
 
 def best(results: Iterable[GemmResult], precision: str) -> GemmResult | None:
