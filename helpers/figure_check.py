@@ -276,10 +276,6 @@ class SweepCheck:
     persistent: tuple[float, ...]      # items still next to a jump after re-measuring
     remeasured: bool
 
-    def trusted(self, item: float) -> bool:
-        """False for a point that jumps against its neighbours and was never re-measured."""
-        return self.remeasured or item not in self.flagged
-
     def note(self) -> str:
         """One sentence on what the check found (empty when nothing jumped)."""
         if not self.flagged:

@@ -154,27 +154,6 @@ def spread_of(values: Mapping[str, float], key: str) -> Spread | None:
     return getattr(values, "spreads", {}).get(key)
 
 
-def differs(key_a: str, key_b: str, *, above: str, below: str, same: str = "about the same",
-            tolerance: float = 0.0) -> Verdict:
-    """A verdict comparing two measured values: `above`/`below`, or NOT_RESOLVED when their spreads overlap."""
-    def verdict(v: Mapping[str, float]) -> str:
-        a, b = spread_of(v, key_a), spread_of(v, key_b)
-        if a is not None and b is not None and a.overlaps(b):
-            return NOT_RESOLVED
-        return compare(v[key_a], v[key_b], above=above, below=below, same=same, tolerance=tolerance,
-                       spread=a if b is None else None)
-    return verdict
-
-
-def noise_note(m: Measured | None, lang: str = "en") -> str:
-    """'± 0.4 % (bootstrap 95 % over 192 windows)' style text for a measurement, '' when it has no spread."""
-    if m is None or m.spread is None:
-        return ""
-    s = m.spread
-    return (f"{s.lo:.4g}..{s.hi:.4g}, {s.method}" if lang == "en"
-            else f"区间 {s.lo:.4g}..{s.hi:.4g}（{s.method}）")
-
-
 def threshold(key: str, limit: float, *, above: str, below: str) -> Verdict:
     """A verdict that says `above` when the value of `key` is at least `limit`, else `below`.
 
@@ -190,7 +169,7 @@ def threshold(key: str, limit: float, *, above: str, below: str) -> Verdict:
 
 def against_target(name: str, subject: str, sources: Sequence[str] = DEFAULT_SOURCES) -> str:
     """'<subject>: 0.77 (target >= 0.7: met). (stored reference: …)' for a headline name of reference.TARGETS;
-    'not resolved at this noise' when the record's spread straddles the target."""
+    'not resolved at this noise' when the record's spread straddles the target, 'no spread stored' when it has none."""
     from helpers import reference
 
     t = reference.TARGETS_BY_NAME.get(name)
@@ -201,7 +180,9 @@ def against_target(name: str, subject: str, sources: Sequence[str] = DEFAULT_SOU
         met, s = t.met(v["x"]), spread_of(v, "x")
         if met is not None and s is not None and t.value is not None and s.contains(t.value):
             return f"target {t.text}: {NOT_RESOLVED}, {s.lo:.3g}..{s.hi:.3g}"
-        return "reported, no target" if met is None else f"target {t.text}: {'met' if met else 'not met'}"
+        if met is None:
+            return "reported, no target"
+        return f"target {t.text}: {'met' if met else 'not met'}" + ("" if s is not None else ", no spread stored")
 
     return sentence(f"{subject}: {{x:.3g}} ({{verdict}}).", {"x": name}, verdict, sources)
 

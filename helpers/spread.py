@@ -7,6 +7,7 @@ travels with the record, in its extras, as an interval and the method that gave 
     s = spread.bootstrap(per_window_losses)               # 95 % interval of the mean, over the eval set
     bench.record("ch12.ppl.g128", ppl, "perplexity", **s.extra())
     s = spread.of_samples(ratios_of_each_round)           # p10..p90 of repeated rounds
+    s = spread.of_timing(bench.timeit(fn))                 # p10..p90 of a Timing, by bench's own percentiles
     spread.of_record(rec)                                 # back from a stored record (or None)
 
 ``helpers.findings`` reads it back and says "not resolved at this noise" when a difference is inside it.
@@ -18,11 +19,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from helpers.errors import InputError
+
+if TYPE_CHECKING:
+    from helpers.bench import Timing
 
 LEVEL = 0.95          # bootstrap interval level
 ROUNDS = 1000         # bootstrap resamples
@@ -43,16 +47,6 @@ class Spread:
     def contains(self, x: float) -> bool:
         """True when x lies inside the interval (ends included)."""
         return self.lo <= x <= self.hi
-
-    def overlaps(self, other: "Spread") -> bool:
-        """True when the two intervals share a point."""
-        return self.lo <= other.hi and other.lo <= self.hi
-
-    def scaled(self, factor: float) -> "Spread":
-        """The same interval times a positive factor (a ratio's spread from its numerator's)."""
-        if factor <= 0:
-            raise InputError(f"scale a spread by a positive factor, got {factor}.")
-        return Spread(self.lo * factor, self.hi * factor, self.method)
 
     def extra(self) -> dict[str, Any]:
         """The keyword extras that store it with a record: ``bench.record(..., **s.extra())``."""
@@ -78,6 +72,15 @@ def of_samples(samples: Sequence[float], what: str = "runs") -> Spread:
     lo, hi = np.percentile(a, [10, 90]) if a.size >= 5 else (a.min(), a.max())
     how = "p10..p90" if a.size >= 5 else "min..max"
     return Spread(float(lo), float(hi), f"{how} of {a.size} {what}")
+
+
+def of_timing(t: "Timing", per_call: Callable[[float], float] | None = None) -> Spread:
+    """p10..p90 of a ``helpers.bench.Timing`` (its own percentiles), in seconds or mapped by per_call(seconds);
+    a decreasing map such as GB/s = bytes / s swaps the ends."""
+    ends = [t.percentile_s(10), t.percentile_s(90)]
+    if per_call is not None:
+        ends = sorted(per_call(e) for e in ends)
+    return Spread(float(ends[0]), float(ends[1]), f"p10..p90 of {len(t.samples_s)} timed samples")
 
 
 def bootstrap(per_item: Sequence[float], stat: Callable[[np.ndarray], float] = np.mean, *,

@@ -4,6 +4,7 @@ file only by writing beside and renaming it, with the old file's mode kept."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import stat
@@ -209,3 +210,17 @@ def test_the_marker_keeps_every_commands_part(tmp_path):
             tmp.write_text(name)
     data = json.loads((tmp_path / cli.MARKER).read_text())["commands"]
     assert set(data[CMD]["files"]) == {"a.onnx"} and set(data[OTHER]["files"]) == {"b.onnx"}
+
+
+@pytest.mark.parametrize("minimum, text, problem", [(1, "0", "must be at least 1, got 0"),
+                                                     (0, "-1", "must be at least 0, got -1"),
+                                                     (1, "2.5", "expected a whole number >= 1, got '2.5'")])
+def test_a_whole_number_below_its_minimum_or_not_whole_is_refused(minimum, text, problem):
+    with pytest.raises(argparse.ArgumentTypeError, match=problem):
+        cli.whole_number(minimum)(text)
+
+
+def test_a_whole_number_at_its_minimum_is_taken_and_positive_int_starts_at_one():
+    assert cli.whole_number(0)("0") == 0 and cli.positive_int("1") == 1
+    with pytest.raises(argparse.ArgumentTypeError):
+        cli.positive_int("0")

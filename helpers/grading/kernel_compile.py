@@ -35,7 +35,7 @@ from helpers.grading.compare import BadAnswer
 
 CC = (9, 0)  # the GPU target compiled for (H200, the course's GPU)
 START_TIMEOUT_S, COMPILE_TIMEOUT_S, REPLAY_TIMEOUT_S = 180.0, 120.0, 120.0
-MEMORY_LIMIT = 4 << 30  # the helper's address space: a kernel's huge local or shared arrays fail there, alone
+MEMORY_LIMIT = 4 << 30  # the helper's address space without a CUDA driver: huge local or shared arrays fail alone
 SIM_VAR = "NUMBA_ENABLE_CUDASIM"
 EXPLAIN = ("A kernel computes on single elements: each thread reads and writes elements such as x[i] or "
            "c[row, col]. Whole-array numpy (a @ b, np.bincount, slices), Python objects and calls to plain "
@@ -63,18 +63,25 @@ def arg_kinds(args: tuple) -> list[list]:
     return kinds
 
 
-def _limit_memory() -> None:
-    """In the helper, before it starts: cap its address space at MEMORY_LIMIT (not on a machine with a CUDA driver).
+def address_space_capped() -> bool:
+    """True where the helper caps its own address space: on a machine without a CUDA driver (no /dev/nvidiactl).
 
     A CUDA driver reserves address space in the tens of GiB when it loads, so under the cap every new thread
-    fails ("can't start new thread", seen on the H200 with the simulator's one thread per GPU thread); there
-    the grader's own per-submission memory limit is what stops a runaway kernel.
+    fails ("can't start new thread", seen on the H200 with the simulator's one thread per GPU thread).
+    """
+    return not Path("/dev/nvidiactl").exists()
+
+
+def _limit_memory() -> None:
+    """In the helper, before it starts: cap its address space at MEMORY_LIMIT where `address_space_capped()`.
+
+    Limits the helper inherits stay as they are: under the batch grader those of its kernel (docs/instructors.md,
+    "Resource limits"); in a student's own notebook on a GPU machine it has none of its own.
     """
     import resource
 
-    if Path("/dev/nvidiactl").exists():
+    if not address_space_capped():
         return
-
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     cap = MEMORY_LIMIT if hard == resource.RLIM_INFINITY else min(MEMORY_LIMIT, hard)
     if soft == resource.RLIM_INFINITY or soft > cap:

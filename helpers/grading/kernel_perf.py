@@ -6,16 +6,25 @@ Serves: core of the labs' checks (labs 02, 03, 11, 12).
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable
 from typing import Any
+
+ROUNDS, PER_ROUND = 5, 4  # interleaved rounds, each timing both kernels (numba events, medians of PER_ROUND)
 
 
 def perf_ratio(student: Callable[[], Any], reference: Callable[[], Any], needed: float,
                what: str) -> tuple[float, float, str]:
-    """Time both launches in the same run (numba events); return (reference ÷ student time, needed, detail)."""
+    """Time both launches in interleaved rounds; return (median of the rounds' reference ÷ student time, needed,
+    detail with the rounds' spread)."""
     from helpers.bench import timeit
 
-    t_ref = timeit(reference, backend="numba", warmup=3, repeats=20)
-    t_you = timeit(student, backend="numba", warmup=3, repeats=20)
-    return (t_ref.median_s / t_you.median_s, needed,
-            f"{what}: yours {t_you.median_ms:.3f} ms, reference {t_ref.median_ms:.3f} ms (medians of 20).")
+    ref_ms, you_ms = [], []
+    for r in range(ROUNDS):
+        warmup = 3 if r == 0 else 1
+        ref_ms.append(timeit(reference, backend="numba", warmup=warmup, repeats=PER_ROUND).median_ms)
+        you_ms.append(timeit(student, backend="numba", warmup=warmup, repeats=PER_ROUND).median_ms)
+    ratios = [a / b for a, b in zip(ref_ms, you_ms)]
+    return (statistics.median(ratios), needed,
+            f"{what}: yours {statistics.median(you_ms):.3f} ms, reference {statistics.median(ref_ms):.3f} ms "
+            f"(medians of {ROUNDS} interleaved rounds; your share of its speed {min(ratios):.2f}–{max(ratios):.2f}).")

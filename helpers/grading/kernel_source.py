@@ -24,7 +24,9 @@ from typing import Any
 
 import numpy as np
 
+from helpers.errors import InputError
 from helpers.grading.compare import BadAnswer
+from helpers.kernels import pytwin
 
 COURSE = Path(__file__).resolve().parents[1]  # the helpers/ package folder
 MODULES = ("numpy", "math", "numba", "numba.cuda")  # what a kernel may read as a module or take names from
@@ -37,12 +39,11 @@ def course_kernels_allowed(labs: Path = COURSE / "labs") -> bool:
 
 
 def python_function(kern: Any) -> types.FunctionType:
-    """The Python function of a numba @cuda.jit kernel or device function (real or simulated)."""
-    py = getattr(kern, "py_func", None) or getattr(kern, "fn", None)
-    if not isinstance(py, types.FunctionType):
-        raise BadAnswer(f"expected a numba @cuda.jit kernel, got {type(kern).__name__}. Decorate your "
-                        "function with @cuda.jit and pass the function itself.")
-    return py
+    """The Python function of a numba @cuda.jit kernel or device function (pytwin's), as a student's BadAnswer."""
+    try:
+        return pytwin.python_function(kern)
+    except InputError as err:
+        raise BadAnswer(str(err)) from None
 
 
 def _is_device(obj: Any) -> bool:

@@ -21,8 +21,8 @@ from numba import cuda, float32, int32
 
 from helpers.errors import InputError
 from helpers.quant.intgemm import gemm_int8_ref, quantize_multiplier, requantize_fixed
-from helpers.validation import (require_array, require_dtype, require_int_range, require_ndim, require_nonempty,
-                                require_size)
+from helpers.validation import (require_array, require_dtype, require_instance, require_int_range, require_ndim,
+                                require_nonempty, require_size)
 
 NAIVE_BLOCK = (32, 8)  # a warp is one row of C: lanes read one element of A and 32 neighbours of B
 
@@ -209,7 +209,7 @@ def float_gemm_reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def integer_floats(rng: np.random.Generator, shape: tuple[int, int]) -> np.ndarray:
     """float32 integers in -4..4: every sum of products below 2**24 is exact, in any order."""
-    _require_rng(rng)
+    require_instance(rng, np.random.Generator, "rng", "pass np.random.default_rng(0).")
     if not isinstance(shape, tuple) or len(shape) != 2:
         raise InputError(f"shape must be a tuple (rows, columns), got {shape!r}.")
     shape = (require_size(shape[0], "shape[0]"), require_size(shape[1], "shape[1]"))
@@ -219,7 +219,7 @@ def integer_floats(rng: np.random.Generator, shape: tuple[int, int]) -> np.ndarr
 def int8_problem(rng: np.random.Generator, m: int, n: int, k: int,
                  zero_point: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
     """(a, b, m0, shift, zero_point): int8 a (row 0 all -128) and b, per-column multipliers that saturate some outputs."""
-    _require_rng(rng)
+    require_instance(rng, np.random.Generator, "rng", "pass np.random.default_rng(0).")
     m, n, k = require_size(m, "m"), require_size(n, "n"), require_size(k, "k")
     require_int_range(zero_point, -128, 127, "zero_point")
     a = rng.integers(-128, 128, (m, k)).astype(np.int8)
@@ -239,9 +239,3 @@ def _int32_words(words: Any, name: str) -> np.ndarray:
     if w.size and (int(w.min()) < -(2 ** 31) or int(w.max()) >= 2 ** 31):
         raise InputError(f"{name} holds values outside int32; pass words as pack_rows / pack_cols return them.")
     return w
-
-
-def _require_rng(rng: Any) -> None:
-    """A numpy random Generator."""
-    if not isinstance(rng, np.random.Generator):
-        raise InputError(f"rng must be a numpy Generator, got {type(rng).__name__}; pass np.random.default_rng(0).")

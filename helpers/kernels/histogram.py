@@ -69,8 +69,7 @@ def grid(n: int, threads: int = THREADS) -> tuple[int, int]:
 
 def activations(rng: np.random.Generator, n: int) -> np.ndarray:
     """Calibration-like float32 values: half of them ReLU zeros (all in bin 0), a heavy tail of outliers."""
-    if not isinstance(rng, np.random.Generator):
-        raise InputError(f"rng must be a numpy Generator, got {type(rng).__name__}; pass np.random.default_rng(0).")
+    require_instance(rng, np.random.Generator, "rng", "pass np.random.default_rng(0).")
     n = require_size(n, "n")
     x = rng.standard_t(3, n).astype(np.float32)
     return np.where(rng.random(n) < 0.5, np.float32(0), x).astype(np.float32)

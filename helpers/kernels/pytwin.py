@@ -6,7 +6,7 @@ student kernel can run in the simulator with a tiny tile and be compiled for a G
 In a simulator twin, device functions the kernel calls (``@cuda.jit(device=True)``) run as Python
 too, which lets the simulator trace kernels that call device functions on a machine with a GPU.
 
-Serves: core — used by labs 11, 13.
+Serves: core — used by labs 02, 03, 11–13.
 """
 
 from __future__ import annotations

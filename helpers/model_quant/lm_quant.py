@@ -10,8 +10,8 @@ Schemes (weights (N, K); x the layer input):
     fp8         FP8 E4M3 weights per channel and x per token
 `smooth` rescales each group of layers that read the same input before quantizing: 'smoothquant'
 (with alpha) or 'awq' (alpha searched per group, with W4 groups of `group_size`). Bits other than 4
-outside w4a16, and alpha without SmoothQuant, are refused; QuantLinear also refuses a group size other
-than 128 for a per-channel scheme (quantize_lm lets one through: a sweep may pass one group size to all).
+outside w4a16, a group size other than 128 for a per-channel scheme (unless AWQ searches with it), alpha
+without SmoothQuant and calibration windows without smoothing are refused: an option never silently unused.
 Every Linear is quantized, the output head included (in this small model it carries much of the
 prediction); the embeddings and norms stay in FP32. The division x / s stays explicit here; folding s
 into the RMSNorm gain before gives the same numbers up to float rounding.
@@ -168,13 +168,15 @@ def quantize_lm(model: TinyLM, scheme: str, *, group_size: int = GROUP_SIZE, smo
     """A copy of `model` with every Linear replaced by QuantLinear; also {group: α} when smoothing (on calib)."""
     _check_model(model)
     require_choice(smooth, SMOOTHING, "smooth")
-    _check_options(scheme, group_size, bits, True)
+    _check_options(scheme, group_size, bits, scheme == "w4a16" or smooth == "awq")
     alpha = require_real(alpha, "alpha", 0.0, 1.0)
     if alpha != ALPHA and smooth != "smoothquant":
         raise InputError(f"alpha={alpha} is used by smooth='smoothquant' only (awq searches its own); "
                          "pass smooth='smoothquant', or leave alpha out.")
     if smooth is not None and calib is None:
         raise InputError(f"smooth={smooth!r} needs calibration windows: pass calib=... (a few training windows).")
+    if smooth is None and calib is not None:
+        raise InputError("calib is used by smooth='smoothquant' or 'awq' only; pass smooth=..., or leave calib out.")
     if smooth is not None:
         _check_windows(model, calib, "calib")
     inputs = linear_inputs(model, calib) if smooth is not None else {}

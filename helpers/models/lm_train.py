@@ -1,9 +1,9 @@
 """Train the chapter-12 TinyLM once on the stdlib text and keep it in the course's model cache.
 
-The cache key hashes the training config, the model and loop source, the Python version and the text's
-digest (each Python version ships its own standard library, so each trains its own model). The file
-stores a hash of the weights, checked on load (`helpers.models.train` does the same for the
-classifiers; its `cache_dir` and `weights_hash` are reused here).
+The cache key hashes the training config, the model and loop code (docstrings and comments left out),
+the Python version and the text's digest (each Python version ships its own standard library, so each
+trains its own model). The file stores a hash of the weights, checked on load (`helpers.models.train`
+does the same for the classifiers; its `cache_dir`, `code_text` and `weights_hash` are reused here).
 
 Serves: core — used by chapter 12.
 """
@@ -11,7 +11,6 @@ Serves: core — used by chapter 12.
 from __future__ import annotations
 
 import hashlib
-import inspect
 import io
 import math
 import sys
@@ -22,7 +21,7 @@ import torch
 
 from helpers.errors import InputError
 from helpers.models import stdlib_text, tiny_lm
-from helpers.models.train import cache_dir, weights_hash
+from helpers.models.train import cache_dir, code_text, weights_hash
 
 CODE_VERSION = 1
 
@@ -48,9 +47,8 @@ def config_key(cfg: LMTrainConfig) -> str:
     """Hash of the config, the code, the Python version and the training text."""
     corpus = stdlib_text.load_corpus()
     h = hashlib.sha256(repr((asdict(cfg), CODE_VERSION, corpus.python, corpus.digest)).encode())
-    for mod in (tiny_lm, stdlib_text):
-        h.update(inspect.getsource(mod).encode())
-    h.update(inspect.getsource(train_lm).encode())
+    for code in (tiny_lm, stdlib_text, train_lm):
+        h.update(code_text(code).encode())
     return h.hexdigest()[:16]
 
 

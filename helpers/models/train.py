@@ -3,19 +3,22 @@
 `trained_model(name)` trains once (seeded, on the CPU so every machine gets the same weights),
 then caches the weights under $WORKBOOK_CACHE (default ~/.cache/gpu-int8-course). The cache file
 name carries a key hashed from the training config and the code that defines the model and the
-loop; the file also stores a hash of the weights. A stale key or a wrong weight hash retrains.
+loop (its syntax tree: docstrings, comments and layout do not count); the file also stores a hash of
+the weights. A stale key or a wrong weight hash retrains.
 
 Serves: core — used by chapters 7–12 and labs 06–09.
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import hashlib
 import inspect
 import io
 import os
 import sys
+import textwrap
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -83,9 +86,21 @@ def config_key(cfg: TrainConfig) -> str:
 
     h = hashlib.sha256(repr((sorted(asdict(cfg).items()), CODE_VERSION)).encode())
     for mod in (cnn, mobilenet, encoder):
-        h.update(inspect.getsource(mod).encode())
+        h.update(code_text(mod).encode())
     h.update(_TRAINING_CODE.encode())
     return h.hexdigest()[:16]
+
+
+def code_text(obj: Any) -> str:
+    """The source of a module, class or function (or a source string) as code only: docstrings, comments, layout out."""
+    tree = ast.parse(textwrap.dedent(obj if isinstance(obj, str) else inspect.getsource(obj)))
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.unparse(tree)
 
 
 def weights_hash(state: dict[str, torch.Tensor]) -> str:
@@ -263,4 +278,4 @@ def _train_and_store(model: nn.Module, data: Any, cfg: Any, path: Path, name: st
 
 
 # The training code as defined here (read once, so that patching `fit` in a test cannot change the key).
-_TRAINING_CODE = inspect.getsource(fit) + inspect.getsource(_builders)
+_TRAINING_CODE = code_text(fit) + code_text(_builders)

@@ -9,7 +9,7 @@ resolution; an outlier *channel* still does, inside every token (SmoothQuant's t
 A NaN or Inf in x is propagated, never hidden: its row's scale (every row's, per tensor) becomes NaN or
 Inf, and so does that row of the output.
 
-Serves: core — used by chapter 12.
+Serves: core — used by chapter 12 and lab 10.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from helpers.errors import InputError
 from helpers.quant.fp8 import FORMATS
 from helpers.quant.weight_only import W8Weight
 from helpers.validation import (normalize_axis, require_activations, require_choice, require_finite,
-                                require_float_tensor, require_tensor)
+                                require_float_tensor, require_instance, require_tensor)
 
 FP8_MAX = FORMATS["e4m3"].max_value  # largest finite E4M3 ("fn") value, 448
 MODES = ("per_token", "per_tensor")
@@ -94,8 +94,7 @@ def fp8_linear(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 
 def _check_linear(x: torch.Tensor, w: object, kind: type, fix: str) -> None:
     """x (..., K) floating point, and a weight of `kind` that reads K inputs (a float weight: finite, 2-D)."""
-    if not isinstance(w, kind):
-        raise InputError(f"w must be a {kind.__name__}, got {type(w).__name__}; pass {fix}.")
+    require_instance(w, kind, "w", f"pass {fix}.")
     if kind is torch.Tensor:
         require_float_tensor(w, "w", (2,), "a 2-D floating-point weight (out, in)")
         require_finite(w, "w")

@@ -1,6 +1,6 @@
 """FP8 (E4M3, E5M2) and INT4 emulation: round onto the format's grid, saturate, pack nibbles.
 
-Serves: core — used by chapters 5, 10, 12 and lab 13.
+Serves: core — used by chapters 5, 10, 12 and labs 10, 13.
 """
 
 from __future__ import annotations

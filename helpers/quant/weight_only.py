@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import torch
 
 from helpers.errors import InputError
-from helpers.validation import (require_activations, require_finite, require_float_tensor, require_nonempty,
-                                require_tensor, require_values_in)
+from helpers.validation import (require_activations, require_finite, require_float_tensor, require_instance,
+                                require_nonempty, require_tensor, require_values_in)
 
 INT4_MIN, INT4_MAX = -8, 7
 
@@ -158,15 +158,13 @@ def unpack_int4(packed: torch.Tensor) -> torch.Tensor:
 
 def w8a16_linear(x: torch.Tensor, w: W8Weight) -> torch.Tensor:
     """x @ dequant(w).T in x's dtype (the reference the W8A16 kernel must match); a NaN in x gives NaN out."""
-    if not isinstance(w, W8Weight):
-        raise InputError(f"w must be a W8Weight, got {type(w).__name__}; build it with quantize_w8(weight).")
+    require_instance(w, W8Weight, "w", "build it with quantize_w8(weight).")
     require_activations(x, w.q.shape[1])
     return (x.float() @ w.dequantize().T).to(x.dtype)
 
 
 def w4a16_linear(x: torch.Tensor, w: W4Weight) -> torch.Tensor:
     """x @ dequant(w).T in x's dtype (the reference the W4A16 kernel must match); a NaN in x gives NaN out."""
-    if not isinstance(w, W4Weight):
-        raise InputError(f"w must be a W4Weight, got {type(w).__name__}; build it with quantize_w4(weight).")
+    require_instance(w, W4Weight, "w", "build it with quantize_w4(weight).")
     require_activations(x, 2 * w.packed.shape[1])
     return (x.float() @ w.dequantize().T).to(x.dtype)

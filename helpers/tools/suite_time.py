@@ -36,7 +36,6 @@ def record_suite_time(start_epoch: float, out: Path) -> float:
                          "ago). Pass $(date +%s) taken just before the suite, as `make test` does.")
     if out.is_dir():
         raise InputError(f"{out} is a folder. Pass the JSON file to write, e.g. artifacts/suite_time.json.")
-    cli.check_output_file(out, PROG, force_flag=None, instead=INSTEAD)
     bench.set_notebook("make test")
     setup_s = round(setup_seconds(start_epoch), 1)
     with cli.replacing(out, PROG, force_flag=None, instead=INSTEAD) as tmp:

@@ -87,7 +87,7 @@ def add_forever(a, b, c):
 @cuda.jit
 def add_huge_local(a, b, c):
     scratch = cuda.local.array(1 << 30, numba.float64)
-    scratch[0] = a[0]
+    scratch[0] = a[1]  # 1.0: written to c only where the allocation succeeded
     c[0] = scratch[0]
 
 
@@ -121,6 +121,7 @@ def test_python_objects_and_calls_are_refused_where_the_kernel_is_sent(kernel, s
         _launch(kernel)
 
 
+@pytest.mark.skipif(not kernel_compile.address_space_capped(), reason="no address-space cap with a CUDA driver")
 def test_a_kernel_that_never_ends_or_allocates_too_much_fails_alone(monkeypatch):
     traced.unpack(_launch(add))  # the helper is up
     monkeypatch.setattr(kernel_compile, "REPLAY_TIMEOUT_S", 3.0)
@@ -173,3 +174,14 @@ def test_the_graded_package_copy_refuses_a_bound_reference_kernel(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
                          timeout=300)
     assert "one of the course's own kernels" in out.stdout, out.stdout + out.stderr
+
+
+def test_the_helper_caps_its_address_space_only_without_a_cuda_driver():
+    helper = kernel_compile._Helper()
+    try:
+        limits = open(f"/proc/{helper.proc.pid}/limits", encoding="utf-8").read()
+    finally:
+        helper.close()
+    line = next(ln for ln in limits.splitlines() if ln.startswith("Max address space"))
+    capped = str(kernel_compile.MEMORY_LIMIT) in line.split()
+    assert capped == kernel_compile.address_space_capped(), line

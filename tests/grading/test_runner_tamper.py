@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -109,22 +110,22 @@ HOSTILE = textwrap.dedent('''
 ''')
 
 
+def _kernel_in_file(path: Path, src: str) -> Any:
+    """The kernel hist_global defined by `src`, run from the file `path` (so that its source can be read)."""
+    path.write_text(src, encoding="utf-8")
+    namespace: dict = {}
+    exec(compile(src, str(path), "exec"), namespace)
+    return namespace["hist_global"]
+
+
 @pytest.mark.skipif(not kernel_compile.available(), reason="numba-cuda is not installed")
 def test_a_kernel_that_patches_the_recorder_from_inside_does_not_compile(tmp_path):
-    path = tmp_path / "hostile_kernel.py"
-    path.write_text(HOSTILE, encoding="utf-8")
-    namespace: dict = {}
-    exec(compile(HOSTILE, str(path), "exec"), namespace)
     with pytest.raises(CheckFailed, match="hist_global does not compile for a GPU"):
-        check("lab12.global_atomics", namespace["hist_global"], plot=False, perf=False)
+        check("lab12.global_atomics", _kernel_in_file(tmp_path / "hostile_kernel.py", HOSTILE), plot=False, perf=False)
 
 
 def test_a_kernel_reading_the_recorders_module_is_refused_where_it_is_sent(tmp_path):
     src = "from numba import cuda\nfrom helpers.kernels import races\n\n\n@cuda.jit\ndef hist_global(x, counts, width):\n" \
           "    races.SyncLog.to_data = None\n"
-    path = tmp_path / "module_kernel.py"
-    path.write_text(src, encoding="utf-8")
-    namespace: dict = {}
-    exec(compile(src, str(path), "exec"), namespace)
     with pytest.raises(CheckFailed, match="uses the module helpers.kernels.races"):
-        check("lab12.global_atomics", namespace["hist_global"], plot=False, perf=False)
+        check("lab12.global_atomics", _kernel_in_file(tmp_path / "module_kernel.py", src), plot=False, perf=False)

@@ -10,6 +10,7 @@ import torch
 from helpers.errors import InputError
 from helpers.model_quant import lm_quant
 from helpers.models import lm_train, stdlib_text, tiny_lm
+from tests.support.errors import assert_one_line_error
 
 CFG = tiny_lm.LMConfig(d_model=64, n_heads=2, n_layers=2, d_ff=128, ctx=16)
 
@@ -62,7 +63,7 @@ def test_the_training_cache_reloads_the_same_weights_and_retrains_a_corrupt_file
                                          ("w4a16", 0.5)])
 def test_quantized_models_stay_close_to_fp32(scheme, tol):
     m, t = _model(), _windows(2)[:, :-1]
-    q, _ = lm_quant.quantize_lm(m, scheme, group_size=32)
+    q, _ = lm_quant.quantize_lm(m, scheme, **({"group_size": 32} if scheme == "w4a16" else {}))
     with torch.no_grad():
         ref, got = m(t), q(t)
     assert 0 < float((got - ref).abs().mean() / ref.abs().mean()) < tol
@@ -86,6 +87,14 @@ def test_smoothing_schemes_need_calibration_and_awq_returns_alphas():
         lm_quant.quantize_lm(m, "w8a8", smooth="smoothquant")
     _, alphas = lm_quant.quantize_lm(m, "w4a16", group_size=32, smooth="awq", calib=calib)
     assert len(alphas) == 4 * CFG.n_layers + 1 and all(0 <= a <= 1 for a in alphas.values())
+    _, alphas = lm_quant.quantize_lm(m, "w8a8", group_size=32, smooth="awq", calib=calib)  # AWQ uses the groups
+    assert len(alphas) == 4 * CFG.n_layers + 1
+
+
+@pytest.mark.parametrize("scheme, option", [("w8a16", "group_size"), ("w8a8", "group_size"), ("w4a16", "calib")])
+def test_options_a_scheme_does_not_use_are_refused(scheme, option):
+    m, value = _model(), _windows(2) if option == "calib" else 32
+    assert_one_line_error(lambda: lm_quant.quantize_lm(m, scheme, **{option: value}), f"leave {option} out")
 
 
 def test_kv_cache_hook_changes_attention_only_slightly():

@@ -27,13 +27,12 @@ TIMING = {"warmup": 3, "repeats": 20, "inner": 5}
 
 def _gbs(fn: Callable[[], Any], moved: float, backend: str, spreads: dict | None, key: str) -> float:
     """Median GB/s of fn; its p10..p90 over the timed samples goes into spreads[key] when given."""
-    from helpers.spread import Spread
+    from helpers.spread import of_timing
 
     t = bench.timeit(fn, backend=backend, **TIMING)
     if spreads is not None:
-        spreads[key] = Spread(moved / t.percentile_s(90) / 1e9, moved / t.percentile_s(10) / 1e9,
-                              f"p10..p90 of {len(t.samples_s)} timed samples")
-    return moved / t.median_s / 1e9
+        spreads[key] = of_timing(t, lambda s: bench.bandwidth_gbs(moved, s))
+    return bench.bandwidth_gbs(moved, t.median_s)
 
 
 def copy_bandwidth(n: int = COPY_N, spreads: dict | None = None) -> dict[str, float]:

@@ -26,7 +26,6 @@ import torch
 
 from helpers import bench
 from helpers.chapters.ch12_language_models import batch_sweep, decode_bench, gemv_bench, path_bench, timing
-from helpers.kernels import triton_gemv as tg
 from helpers.kernels import wo_gemv as wg
 from helpers.perf.roofline import measure_bandwidth_gbs
 from helpers.quant import weight_only as wo
@@ -37,17 +36,6 @@ GEMV_NAMES = ["llm.gemv.w8a16_over_fp16", "llm.gemv.w4a16_over_fp16", "llm.gemv.
               "ch12.gemv.w4a16_over_fastest_fp16", "ch12.gemv.fp16_cuda_over_cublas"]
 DECODE_NAMES = ["llm.decode.w4a16_over_fp16", "llm.decode.w8a16_over_fp16", "ch12.decode.w4a16_gemv_share",
                 "ch12.decode.w8a16_gemv_share", "ch12.decode.fp16_fused_over_eager"]
-
-
-def tune_grid(kind: str, k: int) -> list[tg.Config]:
-    """Launch configurations to try for one kernel kind (k unused: a K that block_k does not divide is masked)."""
-    bns = (4, 8, 16) if kind == "w4a16" else (2, 4, 8)
-    mid = bns[1]
-    if kind == "fp16":
-        return [tg.Config(bn, 1024, 4, 3, 1) for bn in bns] + [tg.Config(mid, 512, 4, 3, 1), tg.Config(mid, 1024, 8, 3, 1)]
-    grid = [tg.Config(bn, 1024, 4, 3, 2) for bn in bns]
-    grid += [tg.Config(mid, 2048 if kind == "w4a16" else 512, 4, 3, 2), tg.Config(mid, 1024, 8, 3, 2)]
-    return grid + [tg.Config(mid, 1024, 4, 3, 1), tg.Config(mid, 1024, 4, 3, 0)]  # the float32 code paths
 
 
 GEMM_GRID = ((16, 32, 128, 4, 3), (16, 64, 128, 4, 4), (32, 64, 128, 4, 3), (64, 64, 64, 4, 4),

@@ -148,9 +148,3 @@ def stored_sweep() -> tuple[list[dict], float | None]:
     d2d = reference.lookup("ch12.gemv.d2d_gbs")
     return rows, (d2d.value if d2d else None)
 
-
-def stored_math_rows() -> list[dict]:
-    """The code-math comparison from the stored reference (empty when none is stored)."""
-    from helpers.chapters.ch12_language_models.gemv_bench import stored_math_modes
-
-    return stored_math_modes()

@@ -87,16 +87,15 @@ def cublas_calls(x: torch.Tensor, w: torch.Tensor) -> list[Callable[[], Any]]:
     return [lambda d=d: torch.nn.functional.linear(x, d) for d in dense]
 
 
-def variants(n: int, k: int, configs: dict[str, tg.Config] | None = None) -> dict[str, tuple[int, list[Callable], str]]:
+def variants(n: int, k: int) -> dict[str, tuple[int, list[Callable], str]]:
     """{name: (weight bytes per call, [one call per weight copy], kernel key)} for one (N, K) shape."""
-    configs = configs or {}
     w, x = random_layer(n, k)
     q8, q4 = wo.quantize_w8(w), wo.quantize_w4(w, GROUP)
     out: dict[str, tuple[int, list[Callable], str]] = {}
     out["fp16 cuBLAS"] = (w.numel() * 2, cublas_calls(x[None, :], w), "fp16 cuBLAS")
     y = torch.empty(n, device="cuda", dtype=torch.float16)
     for name, pw in (("fp16", tg.prepare_fp16(w)), ("w8a16", tg.prepare_w8(q8)), ("w4a16", tg.prepare_w4(q4))):
-        cfg = configs.get(name) or tg.default_config(pw)
+        cfg = tg.default_config(pw)
         ws = [pw] + [_clone(pw) for _ in range(copies_for(pw.nbytes) - 1)]
         out[f"{name} Triton"] = (pw.nbytes, [lambda c=c: tg.gemv(x, c, config=cfg, out=y) for c in ws], f"{name} Triton")
     for name, q in (("fp16", w), ("w8a16", q8), ("w4a16", q4)):
@@ -128,12 +127,11 @@ def check_kernels(n: int = 4096, k: int = 4096) -> dict[str, float]:
     return errs
 
 
-def gemv_table(shapes: tuple[tuple[int, int], ...] = SHAPES, rounds: int = timing.ROUNDS,
-               configs: dict[str, tg.Config] | None = None) -> list[dict]:
+def gemv_table(shapes: tuple[tuple[int, int], ...] = SHAPES, rounds: int = timing.ROUNDS) -> list[dict]:
     """One row per (shape, kernel): µs per call (median of interleaved rounds, with the spread), GB/s, speed-ups."""
     rows = []
     for n, k in shapes:
-        v = variants(n, k, configs)
+        v = variants(n, k)
         spreads = timing.interleaved({name: calls for name, (_, calls, _) in v.items()}, rounds=rounds)
         fastest = min(s.median for name, s in spreads.items() if name.startswith("fp16"))
         cublas = spreads["fp16 cuBLAS"].median
@@ -195,77 +193,12 @@ def diagnosis(rows: list[dict], d2d_gbs: float) -> str:
             continue
         best = max(sel, key=lambda r: r["weight GB/s"])
         share = best["weight GB/s"] / d2d_gbs
-        why = ("close to the copy rate: memory sets the pace" if share >= 0.8 else
-               f"below the copy rate: each byte holds {8 // bits} weight(s) to unpack and multiply, so "
-               "instructions and latency, not bytes, set the pace")
+        why = ("close to memory-bound" if share >= 0.8 else
+               f"below the copy rate: with {8 // bits} weight(s) a byte to unpack and multiply, something besides "
+               "the bytes sets its pace (section 7a measures what)")
         parts.append(f"{kernel} reads at most {best['weight GB/s']:.0f} GB/s ({best['N×K']}), {share:.0%} of the "
                      f"{d2d_gbs:.0f} GB/s copy rate: {why}")
     return "; ".join(parts) + "."
-
-
-MATHS = {0: "int-to-float convert", 1: "magic-number float trick", 2: "half2 PTX (two weights an instruction)"}
-
-
-def math_modes(n: int = 11008, k: int = 4096, repeats: int = 15) -> list[dict]:  # Triton; not in the notebook now
-    """The same weight bytes through each way of turning codes into math: if time falls, instructions were the limit."""
-    gen = torch.Generator(device="cuda").manual_seed(7)
-    w = (torch.randn(n, k, device="cuda", generator=gen) * 0.02).half()
-    x = torch.randn(k, device="cuda", generator=gen).half()
-    y = torch.empty(n, device="cuda", dtype=torch.float16)
-    rows = []
-    for kind, pw in (("w8a16", tg.prepare_w8(wo.quantize_w8(w))), ("w4a16", tg.prepare_w4(wo.quantize_w4(w, GROUP)))):
-        ws = [pw] + [_clone(pw) for _ in range(copies_for(pw.nbytes) - 1)]
-        base = tg.default_config(pw)
-        for math_mode, what in MATHS.items():
-            cfg = dataclasses.replace(base, math=math_mode)
-            s = time_calls([lambda c=c: tg.gemv(x, c, config=cfg, out=y) for c in ws], repeats)
-            rows.append({"kernel": kind, "code math": what, "µs": s * 1e6, "weight GB/s": pw.nbytes / s / 1e9})
-    return rows
-
-
-def math_summary(rows: list[dict], d2d_gbs: float | None) -> str:
-    """What the code-math rows say: the gain of the fastest math over the plain convert, and what limits the kernel."""
-    parts, gained, below = [], False, False
-    for kernel in dict.fromkeys(r["kernel"] for r in rows):
-        sel = {r["code math"]: r for r in rows if r["kernel"] == kernel}
-        if MATHS[0] not in sel:
-            continue
-        best = min(sel.values(), key=lambda r: r["µs"])
-        gain = sel[MATHS[0]]["µs"] / best["µs"]
-        gained |= gain > 1.05
-        text = f"{kernel}: the {best['code math']} version runs {gain:.2f}× as fast as the int-to-float one"
-        if d2d_gbs and best.get("weight GB/s"):
-            share = best["weight GB/s"] / d2d_gbs
-            below |= share < 0.8
-            text += f" and reads {share:.0%} of the {d2d_gbs:.0f} GB/s copy rate"
-        parts.append(text)
-    if not parts:
-        return "No code-math rows to compare."
-    why = ("fewer instructions per weight made the same bytes arrive faster, so instructions and their latency, "
-           "not memory, hold these kernels back" if gained else
-           "the instruction count barely changed the time, so it is not what holds these kernels back")
-    if below:
-        why += ("; even the fastest version stays well below the copy rate, and this experiment does not show "
-                "what holds back the rest")
-    return "; ".join(parts) + ": " + why + "."
-
-
-def record_math_modes(rows: list[dict]) -> None:
-    """Record each row as ch12.gemv_math.<kernel>.m<mode> (µs, with GB/s)."""
-    names = {v: k for k, v in MATHS.items()}
-    for r in rows:
-        bench.record(f"ch12.gemv_math.{r['kernel']}.m{names[r['code math']]}", r["µs"], "µs", gbs=r["weight GB/s"])
-
-
-def stored_math_modes() -> list[dict]:
-    """Math-mode rows rebuilt from stored ch12.gemv_math.* records."""
-    from helpers import reference
-
-    rows = []
-    for r in reference.lookup_all("ch12.gemv_math."):
-        _, _, kernel, mode = r.name.split(".")
-        rows.append({"kernel": kernel, "code math": MATHS[int(mode[1:])], "µs": r.value, "weight GB/s": r.extra.get("gbs")})
-    return rows
 
 
 HEADLINES = (("llm.gemv.w8a16_over_fp16", "W8A16 GEMV over FP16 cuBLAS (7B shapes)"),

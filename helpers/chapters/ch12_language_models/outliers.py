@@ -10,12 +10,15 @@ Serves: chapter 12.
 
 from __future__ import annotations
 
+import math
+
 import torch
 from tqdm.auto import tqdm
 
-from helpers.chapters.ch12_language_models.quality import verdict
+from helpers.chapters.ch12_language_models.quality import pct_interval, quantize, verdict, window_nll
+from helpers.findings import NOT_RESOLVED
 from helpers.model_quant import lm_quant
-from helpers.models.tiny_lm import TinyLM, perplexity
+from helpers.models.tiny_lm import TinyLM
 from helpers.quant import smoothing
 
 ALPHAS = (0.25, 0.5, 0.75)
@@ -53,17 +56,27 @@ def injected_study(model: TinyLM, heldout: torch.Tensor, calib: torch.Tensor, fa
     """Perplexity of schemes on the model with an outlier channel made on purpose (same FP32 function)."""
     channel = pick_channel(model, calib, block)
     bad = lm_quant.inject_outlier(model, block, channel, factor)
-    rows = [{"model": "trained (no change)", "scheme": "FP32", "perplexity": perplexity(model, heldout)},
-            {"model": f"outlier ×{factor:g} on purpose", "scheme": "FP32", "perplexity": perplexity(bad, heldout)}]
+    def row(name: str, label: str, m: TinyLM) -> dict:
+        nll = window_nll(m, heldout)
+        return {"model": name, "scheme": label, "perplexity": math.exp(nll.mean()), "_nll": nll}
+
+    rows = [row("trained (no change)", "FP32", model), row(f"outlier ×{factor:g} on purpose", "FP32", bad)]
     for label, kw in tqdm(cases, desc="schemes on both models", leave=False):
         for name, m in (("trained (no change)", model), (f"outlier ×{factor:g} on purpose", bad)):
-            q, _ = lm_quant.quantize_lm(m, kw["scheme"], group_size=kw.get("group_size", 128), smooth=kw.get("smooth"),
-                                        alpha=kw.get("alpha", 0.5), calib=calib)
-            rows.append({"model": name, "scheme": label, "perplexity": perplexity(q, heldout)})
+            rows.append(row(name, label, quantize(m, kw, calib)[0]))
     base = {r["model"]: r["perplexity"] for r in rows if r["scheme"] == "FP32"}
     for r in rows:
         r["vs its FP32 %"] = 100 * (r["perplexity"] / base[r["model"]] - 1)
     return rows, bad
+
+
+def _against(rows: list[dict], a: str, b: str) -> str:
+    """The paired interval of scheme a over scheme b on the outlier model ('' without per-window losses)."""
+    ra, rb = (next(r for r in rows if r["model"].startswith("outlier") and r["scheme"] == s) for s in (a, b))
+    if "_nll" not in ra or "_nll" not in rb:
+        return ""
+    ci = pct_interval(ra["_nll"], rb["_nll"])
+    return f" ({NOT_RESOLVED + ': ' if ci.contains(0.0) else ''}{ci.lo:+.2f} to {ci.hi:+.2f} % against {b}, {ci.method})"
 
 
 def summary(rows: list[dict]) -> str:
@@ -76,8 +89,9 @@ def summary(rows: list[dict]) -> str:
     rtn, awq = get("outlier", "W4A16 g128"), get("outlier", "W4A16 g128 + AWQ-style")
     return (f"With the outlier channel, W8A8 per token costs {w8a8:+.2f} % ({verdict(w8a8)}) against "
             f"{get('trained', 'W8A8 INT8 per token'):+.2f} % on the trained model; SmoothQuant brings it to "
-            f"{best:+.2f} % at α={best_a}. At 4 bits the same channel makes plain rounding cost {rtn:+.2f} %, and the "
-            f"activation-aware scales {awq:+.2f} %. W8A16 keeps activations in floating point: {get('outlier', 'W8A16 per channel'):+.2f} %.")
+            f"{best:+.2f} % at α={best_a}{_against(rows, f'W8A8 + SmoothQuant α={best_a}', 'W8A8 INT8 per token')}. "
+            f"At 4 bits the same channel makes plain rounding cost {rtn:+.2f} %, and the activation-aware scales "
+            f"{awq:+.2f} %{_against(rows, 'W4A16 g128 + AWQ-style', 'W4A16 g128')}. W8A16 keeps activations in floating point: {get('outlier', 'W8A16 per channel'):+.2f} %.")
 
 
 def channel_ranges(model: TinyLM, calib: torch.Tensor, block: int = 0, alpha: float = 0.5) -> dict[str, torch.Tensor]:

@@ -321,7 +321,7 @@ def _step_verdict(gain: float, changes: dict[str, float]) -> str:
         return f"paid ({'fewer ' + min(fell, key=fell.get) if fell else 'more warps in flight'})"
     if gain <= 0.95:
         return "cost time"
-    return "changed nothing measurable" + (f" although {', '.join(fell)} fell: not the limit" if fell else "")
+    return "changed the time by less than 5 %" + (f" although {', '.join(fell)} fell: not the limit" if fell else "")
 
 
 def path_reasons(path_rows: list[dict], prof_rows: list[dict]) -> str:

@@ -4,8 +4,9 @@ Every lesson is a sentence filled in from the measured numbers (the verdict word
 on the change in perplexity: < 0.2 % none, < 1 % practically free, < 3 % small, < 10 % visible, else large).
 
 Noise: every row keeps its per-window losses (``_nll``), and a paired bootstrap over the held-out windows
-gives each comparison its 95 % interval. A change whose interval contains zero, against FP32 or between
-two rows (groups against one scale per row), is "not resolved at this noise", never a finding.
+gives each comparison its 95 % interval. Every lesson that compares two rows prints that interval, and a
+change whose interval contains zero, against FP32 or between two rows, is "not resolved at this noise",
+never a finding.
 
 Serves: chapter 12.
 """
@@ -64,8 +65,12 @@ def variant(model: TinyLM, spec: dict[str, Any], calib: torch.Tensor) -> tuple[T
         return lm_quant.with_kv_cache(model, spec["kv"]), {}
     if "scheme" not in spec:
         return model, {}
-    return lm_quant.quantize_lm(model, spec["scheme"], group_size=spec.get("group_size", 128),
-                                smooth=spec.get("smooth"), calib=calib, bits=spec.get("bits", 4))
+    return quantize(model, spec, calib)
+
+
+def quantize(model: TinyLM, spec: dict[str, Any], calib: torch.Tensor) -> tuple[TinyLM, dict[str, float]]:
+    """quantize_lm with the spec's own options only: calibration windows go where the spec smooths."""
+    return lm_quant.quantize_lm(model, **spec, **({"calib": calib} if spec.get("smooth") else {}))
 
 
 @torch.no_grad()
@@ -139,20 +144,22 @@ def _row(rows: list[dict], label: str) -> dict | None:
     return next((r for r in rows if r["scheme"] == label), None)
 
 
-def _noise(rows: list[dict], a: str, b: str) -> str:
-    """', not resolved at this noise (95 % …)' when rows a and b carry per-window losses and their paired
-    interval contains zero; '' when the difference is resolved or the rows carry no losses."""
+def compare(rows: list[dict], a: str, b: str) -> tuple[bool | None, str]:
+    """(whether row a's change over row b is resolved, ' (lo to hi %, paired bootstrap 95% over n held-out
+    windows)' with 'not resolved at this noise' first when the interval holds zero); (None, '') when a row
+    carries no per-window losses."""
     ra, rb = _row(rows, a), _row(rows, b)
     if ra is None or rb is None or "_nll" not in ra or "_nll" not in rb:
-        return ""
+        return None, ""
     ci = pct_interval(ra["_nll"], rb["_nll"])
-    return "" if not ci.contains(0.0) else (f", {NOT_RESOLVED} (95 % interval {ci.lo:+.2f} to {ci.hi:+.2f} % "
-                                            f"over {len(ra['_nll'])} held-out windows)")
+    unresolved = ci.contains(0.0)
+    return not unresolved, f" ({NOT_RESOLVED + ': ' if unresolved else ''}{ci.lo:+.2f} to {ci.hi:+.2f} %, {ci.method})"
 
 
-def _vs(other: float | None, what: str) -> str:
-    """' vs +x.xx % <what>', or nothing when that row was not measured."""
-    return "" if other is None else f" vs {other:+.2f} % {what}"
+def _vs(rows: list[dict], label: str, other: str, what: str) -> str:
+    """' vs +x.xx % <what>' with the paired interval of the difference, or nothing when that row was not measured."""
+    d = _d(rows, other)
+    return "" if d is None else f" vs {d:+.2f} % {what}" + compare(rows, label, other)[1]
 
 
 def lesson(label: str, rows: list[dict]) -> str:
@@ -177,30 +184,30 @@ def lesson(label: str, rows: list[dict]) -> str:
         if per_row is not None:
             gain = per_row - d
             text += (f"; {abs(gain):.2f} points {'better' if gain >= 0 else 'worse'} than one scale per row"
-                     + _noise(rows, label, "W4A16 per channel"))
+                     + compare(rows, label, "W4A16 per channel")[1])
         return text
     if "AWQ" in label:
         if rtn is None:
             return f"scales searched on calibration activations before 4-bit rounding: {v}"
         rec = (rtn - d) / rtn if rtn > 0 else 0.0
-        what = f"recovers {rec:.0%} of plain rounding's loss" if d < rtn else "no gain over plain rounding here"
-        noise = _noise(rows, label, "W4A16 g128")
-        what = f"against plain rounding {noise.removeprefix(', ')}" if noise else what
+        resolved, noise = compare(rows, label, "W4A16 g128")
+        what = ("against plain rounding" if resolved is False else f"recovers {rec:.0%} of plain rounding's loss"
+                if d < rtn else "no gain over plain rounding here") + noise
         return f"scales searched on calibration activations before 4-bit rounding: {v} vs {rtn:+.2f} % (g128): {what}"
     if label.startswith(("W3A16", "W2A16")):
-        return f"{label[1]}-bit weights in groups of 32: {v}" + _vs(_d(rows, "W4A16 g32"), "at 4 bits")
+        return f"{label[1]}-bit weights in groups of 32: {v}" + _vs(rows, label, "W4A16 g32", "at 4 bits")
     if label == "W8A8 INT8 per token":
         return f"8-bit activations too, one dynamic scale per token: {v}; INT8 tensor cores can then do the math"
     if label == "W8A8 INT8 per tensor":
-        return f"one dynamic scale for all tokens: {v}" + _vs(tok, "per token")
+        return f"one dynamic scale for all tokens: {v}" + _vs(rows, label, "W8A8 INT8 per token", "per token")
     if "SmoothQuant" in label:
-        what = ("" if tok is None else "; it helps" if d < tok - 0.1 else
-                "; it changes little: there are no strong outlier channels to move")
-        noise = _noise(rows, label, "W8A8 INT8 per token")
-        what = f"; against no smoothing {noise.removeprefix(', ')}" if noise and tok is not None else what
-        return f"activation ranges moved into the weights first: {v}" + _vs(tok, "without") + what
+        resolved = compare(rows, label, "W8A8 INT8 per token")[0]
+        what = ("" if tok is None or resolved is False else "; it helps" if d < tok - 0.1 else
+                "; it costs" if d > tok + 0.1 else "; it changes little")
+        return f"activation ranges moved into the weights first: {v}" + _vs(rows, label, "W8A8 INT8 per token",
+                                                                           "without") + what
     if label == "W8A8 FP8 E4M3":
-        return f"FP8 for weights and activations: {v}" + _vs(tok, "for INT8 per token")
+        return f"FP8 for weights and activations: {v}" + _vs(rows, label, "W8A8 INT8 per token", "for INT8 per token")
     kind = label.split()[-1]
     return f"keys and values stored in {kind} (one scale per token and head): {v}"
 

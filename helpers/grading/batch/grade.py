@@ -304,15 +304,15 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--fresh", action="store_true", help="grade everything again (ignore earlier results)")
     ap.add_argument("--exercises", help="a folder of extra labNN.py answer-key modules")
     ap.add_argument("--overrides", help="your CSV of corrections and added columns (student,lab,...), merged")
-    ap.add_argument("--memory", type=limits.parse_size, default=limits.Resources.memory_bytes,
+    ap.add_argument("--memory", type=options.size(limits.GIB), default=limits.Resources.memory_bytes,
                     help="GiB of memory per kernel: address space and cgroup (default 8; 0: no limit)")
     ap.add_argument("--cpu-time", type=options.whole, default=0,
                     help="CPU seconds per kernel process (default: twice the submission's total time)")
-    ap.add_argument("--max-file-size", type=lambda t: limits.parse_size(t, limits.MIB),
+    ap.add_argument("--max-file-size", type=options.size(limits.MIB),
                     default=limits.Resources.file_bytes, help="MiB, the largest file a kernel writes (default 1024)")
     ap.add_argument("--max-processes", type=options.whole, default=limits.Resources.processes,
                     help="processes and threads per kernel (default 2048)")
-    ap.add_argument("--tmp-size", type=lambda t: limits.parse_size(t, limits.MIB), default=limits.Resources.tmp_bytes,
+    ap.add_argument("--tmp-size", type=options.size(limits.MIB), default=limits.Resources.tmp_bytes,
                     help="MiB of the kernel's private /tmp under bubblewrap (default 512)")
     ap.add_argument("--shard", type=shards.parse, help="grade part I of N of the batch (0 <= I < N): see --merge")
     ap.add_argument("--merge", nargs="+", metavar="SHARD_OUT", help="merge the --out folders of a batch's shards")

@@ -14,7 +14,6 @@ Serves: instructors (batch grading).
 from __future__ import annotations
 
 import errno
-import math
 import os
 import signal
 import sys
@@ -255,19 +254,6 @@ def explain_exit(code: int | None) -> str:
         return ""
     sig = -code if code < 0 else code - 128 if code > 128 else 0
     return {signal.SIGXCPU: "CPU time", signal.SIGXFSZ: "file size"}.get(sig, "")
-
-
-def parse_size(text: str, unit: int = GIB) -> int:
-    """An argparse type: a finite size >= 0 in `unit` (GiB or MiB), as bytes."""
-    import argparse
-
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number of 0 or more, got {text!r}")
-    return int(value * unit)
 
 
 def processes_enforced() -> bool:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from helpers import bench, cli
 from helpers.errors import InputError
+from helpers.grading.batch import options
 from helpers.grading.batch.grade import grade
 from helpers.tools.notebooks import dumps
 
@@ -102,13 +103,11 @@ def run(busy: int = 2, jobs: int = 1, labs: list[str] | None = None, out: Path |
 def _command(argv: list[str]) -> int:
     """[--busy N] [--jobs N] [--labs LAB ...] [--out OUT.json]."""
     ap = cli.Parser(prog="python -m helpers.grading.batch.loadtest", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--busy", type=int, default=2, help="processes keeping a core busy (default 2)")
+    ap.add_argument("--busy", type=options.whole, default=2, help="processes keeping a core busy (default 2)")
     ap.add_argument("--jobs", type=cli.positive_int, default=1, help="submissions graded at the same time (default 1)")
     ap.add_argument("--labs", nargs="*", help="only these labs (e.g. lab00 lab07)")
     ap.add_argument("--out", type=Path, help="also write the timings as records to this JSON file")
     args = ap.parse_args(argv)
-    if args.busy < 0:
-        raise InputError(f"--busy must be 0 or more, got {args.busy}.")
     if args.out is not None and args.out.is_dir():
         raise InputError(f"{args.out} is a folder. Pass the JSON file to write, e.g. artifacts/loadtest.json.")
     return 1 if run(args.busy, args.jobs, args.labs, args.out) else 0

@@ -1,4 +1,7 @@
-"""Argument types of the grade command: finite numbers in range, or a one-line usage error.
+"""Argument types of the grade command: finite numbers and sizes in range, or a one-line usage error.
+
+Whole numbers use `helpers.cli.whole_number` (the one parametrised type every command shares); what is
+here is what differs: real numbers of seconds, multiples, and sizes in GiB or MiB.
 
 Serves: instructors (batch grading).
 """
@@ -7,6 +10,11 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable
+
+from helpers import cli
+
+whole = cli.whole_number(0)  # an argparse type: a whole number of 0 or more (0: the default or no limit)
 
 
 def number(text: str) -> float:
@@ -36,12 +44,15 @@ def factor(text: str) -> float:
     return value
 
 
-def whole(text: str) -> int:
-    """An argparse type: a whole number of 0 or more."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
+def size(unit: int) -> Callable[[str], int]:
+    """An argparse type: a finite size of 0 or more in `unit` bytes (GiB or MiB), as bytes."""
+
+    def parse(text: str) -> int:
+        """`text` times `unit`, as whole bytes."""
+        value = number(text)
+        if value < 0:
+            raise argparse.ArgumentTypeError(f"must be 0 or more, got {text!r}")
+        return int(value * unit)
+
+    parse.__name__ = "size"  # argparse names the type by it in "invalid ... value"
+    return parse

@@ -14,11 +14,11 @@ Serves: instructors (batch grading).
 from __future__ import annotations
 
 import csv
-import hashlib
 import json
 import math
 from pathlib import Path
 
+from helpers import cli
 from helpers.errors import InputError
 
 WRITTEN = "written.json"  # in the state folder: the SHA-256 of each file as the grader last wrote it
@@ -92,15 +92,10 @@ def merge(header: list[str], rows: list[dict[str, str]], overrides: list[dict[st
     return header, rows
 
 
-def _digest(path: Path) -> str:
-    """SHA-256 of a file's bytes ('' when it does not exist)."""
-    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else ""
-
-
 def remember(out: Path, state: Path, names: tuple[str, ...]) -> None:
     """Record how the grader left each of `names` in `out`."""
     state.mkdir(parents=True, exist_ok=True)
-    (state / WRITTEN).write_text(json.dumps({n: _digest(out / n) for n in names}), encoding="utf-8")
+    (state / WRITTEN).write_text(json.dumps({n: cli.digest(out / n) for n in names}), encoding="utf-8")
 
 
 def refuse_hand_edits(out: Path, state: Path, names: tuple[str, ...]) -> None:
@@ -110,7 +105,7 @@ def refuse_hand_edits(out: Path, state: Path, names: tuple[str, ...]) -> None:
     except (OSError, ValueError):
         return
     for n in names:
-        if n in written and (out / n).is_file() and _digest(out / n) != written[n]:
+        if n in written and (out / n).is_file() and cli.digest(out / n) != written[n]:
             raise InputError(f"{out / n} was changed since the grader wrote it, and a run rewrites it. Put your "
                              f"changes in a CSV file of your own (columns student,lab and the ones to set) passed "
                              f"with --overrides FILE, then delete {n}; nothing was changed.")

@@ -6,7 +6,11 @@ in float32, whatever the order of the additions. Each timed call reads its own c
 together are several times the L2 cache, as in a decoding step). A round times every kernel once, in a rotated
 order: a sleep kernel is queued first, so that the launches queue up behind it and the CUDA events measure the
 GPU's time for the back-to-back calls, not Python's launch gaps (a round whose launches did not all queue in
-time is repeated). Medians over the rounds, their p10..p90 spread stored with each record.
+time is repeated). Medians over the rounds, their p10..p90 spread stored with each record. The shapes, the
+course kernel's launch and the rule for the weight copies are chapter 12's (``gemv_bench``, ``timing``); the
+timing is not: chapter 12 replays each kernel's calls as one CUDA graph, while here the calls are launched one
+by one (your numba kernel runs on one fixed stream, outside any graph), so the gap between two launches counts in
+each call and a few-microsecond kernel's time is not comparable one to one with chapter 12's table.
 
     python -m helpers.labs.lab13_weight_only_gemv.bench --out DIR     # the solution's kernel; DIR/results.json
 
@@ -217,9 +221,8 @@ def record(result: Result) -> dict[str, float]:
 
 
 def _relative_spread(secs: list[float]) -> float:
-    """(p10..p90 width) / median of one kernel's rounds."""
-    s = spread.of_samples(secs, "rounds")
-    return (s.hi - s.lo) / statistics.median(secs)
+    """(p10..p90 width) / median of one kernel's rounds, as bench.Timing measures it."""
+    return bench.Timing(tuple(secs), "torch").spread
 
 
 def rows(result: Result) -> list[dict]:

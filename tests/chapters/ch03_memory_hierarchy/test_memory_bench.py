@@ -58,3 +58,10 @@ def test_lab02_perf_checks_run():
     assert ratio > 0.8 and "ms" in detail
     ratio, needed, _ = get("lab02.transpose").perf(transpose_padded)
     assert ratio > 0.7
+
+
+def test_copy_bandwidth_spread_brackets_its_median():
+    spreads: dict = {}
+    gbs = mb._gbs(lambda: sum(range(200)), 8e6, "cpu", spreads, "k")
+    s = spreads["k"]
+    assert s.lo <= gbs <= s.hi and "timed samples" in s.method

@@ -81,10 +81,17 @@ def test_notes_claims_are_registered_and_judged():
     assert claims.judge(claims.get("ch10.unstructured_sparsity"), {
         "ch10.sparsity.cpu_unstructured_speedup": 0.99, "ch10.sparsity.gpu_unstructured_speedup": 1.05})[
         "verdict"] == claims.FAILS
+    faster = claims.judge(claims.get("ch10.unstructured_sparsity"), {
+        "ch10.sparsity.cpu_unstructured_speedup": 1.0, "ch10.sparsity.gpu_unstructured_speedup": 1.4})
+    assert faster["verdict"] == claims.HOLDS and "buy no speed" not in faster["evidence"]
     mixed = claims.judge(claims.get("ch10.mixed_precision"), {
         "ch10.mixed.acc.k0": 67.1, "ch10.mixed.acc.k2": 98.9, "ch10.mixed.cuda.speed.k0": 0.36,
         "ch10.mixed.cuda.speed.k10": 1.0})
-    assert mixed["verdict"].startswith("depends: holds for accuracy")
+    assert mixed["verdict"].startswith("depends: holds for accuracy") and "slower than FP16" in mixed["evidence"]
+    fast = claims.judge(claims.get("ch10.mixed_precision"), {
+        "ch10.mixed.acc.k0": 67.1, "ch10.mixed.acc.k2": 98.9, "ch10.mixed.cuda.speed.k0": 1.6,
+        "ch10.mixed.cuda.speed.k10": 1.0})
+    assert "slower than FP16" not in fast["evidence"] and "faster than FP16" in fast["evidence"]
     assert notes.CLAIMS
 
 

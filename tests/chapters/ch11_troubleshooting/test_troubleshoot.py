@@ -155,7 +155,10 @@ def test_chapter11_claims_are_judged_from_rules_and_numbers():
     checklist = claims.get("ch11.accuracy_checklist")
     names = checklist.needs
     assert claims.judge(checklist, dict(zip(names, (31.6, 27.2, 0.0))))["verdict"] == claims.HOLDS
-    assert claims.judge(checklist, dict(zip(names, (31.6, 27.2, 12.0))))["verdict"] == claims.FAILS
+    failed = claims.judge(checklist, dict(zip(names, (31.6, 27.2, 12.0))))
+    assert failed["verdict"] == claims.FAILS and "not enough" in failed["evidence"] and "works" not in failed["evidence"]
+    # when per-channel weights alone recover it, the evidence must not say they do not
+    assert "alone do not fix" not in claims.judge(checklist, dict(zip(names, (31.6, 0.4, 0.4))))["evidence"]
     assert claims.judge(checklist, {})["verdict"] == claims.NOT_MEASURED
     assert claims.judge(claims.get("ch11.ncu_cli"), {})["verdict"] == "outdated"
 

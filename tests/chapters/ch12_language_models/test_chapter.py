@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from helpers import bench
-from helpers.chapters.ch12_language_models import batch_sweep, decode_bench, figures, gemv_bench, outliers, quality
+from helpers.chapters.ch12_language_models import (batch_sweep, decode_bench, figures, gemv_bench, outliers, path_bench,
+                                                   quality)
 from helpers.chapters.ch12_language_models import bench as gpu_bench
 from helpers.kernels import triton_gemv as tg
 from helpers.models import stdlib_text, tiny_lm
@@ -45,6 +46,21 @@ def test_lessons_are_written_from_the_numbers():
         "no measurable change", "practically free", "a small cost", "a visible gain", "a large loss"]
 
 
+def test_lessons_that_compare_two_rows_print_the_paired_interval():
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    base = rng.normal(1.6, 0.1, 192)
+    rows = [{"scheme": s, "perplexity": 5.0, "vs FP32 %": 100 * (np.exp(d) - 1), "_nll": base + d + rng.normal(0, n, 192)}
+            for s, d, n in (("FP32", 0.0, 0.0), ("W8A8 INT8 per token", 0.02, 0.001), ("W8A8 FP8 E4M3", 0.02, 0.05),
+                            ("W8A8 INT8 per tensor", 0.2, 0.001))]
+    rows[0]["_nll"] = base
+    lessons = {r["scheme"]: quality.lesson(r["scheme"], rows) for r in rows}
+    assert "paired bootstrap 95% over 192 held-out windows" in lessons["W8A8 FP8 E4M3"]
+    assert "not resolved at this noise" in lessons["W8A8 FP8 E4M3"]
+    assert "paired bootstrap" in lessons["W8A8 INT8 per tensor"] and "not resolved" not in lessons["W8A8 INT8 per tensor"]
+
+
 def test_quality_table_on_a_small_model(small):
     m, held, calib = small
     specs = tuple(s for s in quality.SPECS if s[0] in ("FP32", "W8A16 per channel", "W4A16 g32", "KV cache INT8"))
@@ -66,6 +82,8 @@ def test_outlier_study_rows_and_summary(small):
     fake = [{"model": m_, "scheme": s_, "vs its FP32 %": v} for m_ in ("trained", "outlier")
             for s_, v in [(c[0], 1.0) for c in outliers.CASES]]
     assert "SmoothQuant brings it to +1.00 % at α=0.25" in outliers.summary(fake)
+    said = outliers._against(rows, "W8A8 + SmoothQuant α=0.25", "W8A8 INT8 per token")
+    assert "against W8A8 INT8 per token, paired bootstrap 95% over 4 held-out windows" in said
     ranges = outliers.channel_ranges(bad, calib)
     before, after = ranges.values()
     assert float(before.max() / before.median()) > 3 * float(after.max() / after.median())
@@ -78,22 +96,19 @@ def test_gemv_headline_and_diagnosis_from_rows():
                               ("w4a16 Triton", 1500, 2.0 if s.startswith("4096") else 3.0), ("w4a16 tinygemm", 1000, 1.5))]
     h = gemv_bench.headline(rows, 4000.0)
     assert h["llm.gemv.w4a16_over_fp16"] == pytest.approx(math.sqrt(6)) and h["llm.gemv.best_over_d2d"] == 0.7
-    assert "instructions" in gemv_bench.diagnosis(rows, 4000.0)
+    said = gemv_bench.diagnosis(rows, 4000.0)
+    assert "w4a16 Triton reads at most 1500 GB/s" in said and "something besides the bytes" in said
+    assert "close to memory-bound" in gemv_bench.diagnosis(rows, 1600.0)
     fig = figures.gemv_bars(rows)
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["w8a16 Triton", "w4a16 Triton", "w4a16 tinygemm"]
     assert gemv_bench.copies_for(8 * 2**20) > gemv_bench.copies_for(64 * 2**20) >= 2
 
 
-def test_math_summary_says_what_the_code_math_rows_show():
-    def rows(us: tuple[float, float, float]) -> list[dict]:
-        return [{"kernel": "w4a16", "code math": gemv_bench.MATHS[i], "µs": t, "weight GB/s": 1000.0 * 10 / t}
-                for i, t in enumerate(us)]
-
-    faster = gemv_bench.math_summary(rows((12.0, 12.0, 10.0)), 4000.0)
-    assert "1.20× as fast" in faster and "25% of the 4000 GB/s" in faster
-    assert "instructions and their latency, not memory" in faster and "well below the copy rate" in faster
-    same = gemv_bench.math_summary(rows((10.0, 10.1, 10.2)), None)
-    assert "1.00× as fast" in same and "not what holds" in same and "copy rate" not in same
+def test_path_step_verdicts_say_no_more_than_the_times():
+    assert path_bench._step_verdict(1.5, {"instructions": 0.5}) == "paid (fewer instructions)"
+    assert path_bench._step_verdict(0.98, {"instructions": 0.5}).startswith("changed the time by less than 5 %")
+    assert path_bench._step_verdict(0.9, {}) == "cost time"
+    assert "cap its decode ratio" in decode_bench.decode_why("w4a16")
 
 
 def test_sweep_bookkeeping_round_trips_through_records():
@@ -125,12 +140,6 @@ def test_decode_summary_and_diagnosis():
     assert "set the pace" not in decode_bench.diagnosis(rows, split, target=2.5)
     assert figures.decode_bars(rows).axes[0].get_title()
     assert decode_bench.StackShape().params_per_layer == 4 * 4096**2 + 3 * 4096 * 11008
-
-
-def test_tuning_grid_configs_tile_the_kernels():
-    for kind, step in (("fp16", 1), ("w8a16", 64), ("w4a16", 128)):
-        for cfg in gpu_bench.tune_grid(kind, 4096):
-            assert cfg.block_k % step == 0 and cfg.block_k & (cfg.block_k - 1) == 0
 
 
 def test_the_gpu_benchmark_command_says_when_there_is_no_gpu(capsys):

@@ -1,11 +1,15 @@
-"""helpers.grading.batch.loadtest: its records (what docs/instructors.md cites) and its bad input."""
+"""helpers.grading.batch.loadtest: its records, what docs/instructors.md says of the stored ones, and its bad input."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
 from helpers import bench
 from helpers.grading.batch import loadtest
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_records_hold_the_median_submission_and_every_lab(tmp_path):
@@ -17,7 +21,7 @@ def test_records_hold_the_median_submission_and_every_lab(tmp_path):
     assert per.extra["per_lab"] == {"lab00": 4.0, "lab01": 6.0, "lab02": 20.0} and per.extra["lost_points"] == 0
 
 
-@pytest.mark.parametrize("argv, says", [(["--busy", "-1"], "--busy must be 0 or more"),
+@pytest.mark.parametrize("argv, says", [(["--busy", "-1"], "argument --busy: must be at least 0"),
                                          (["--labs", "lab99"], "no such lab"),
                                          (["--jobs", "0"], "must be at least 1")])
 def test_bad_arguments_are_one_line(argv, says, capsys):
@@ -25,3 +29,32 @@ def test_bad_arguments_are_one_line(argv, says, capsys):
     err = capsys.readouterr().err
     assert says in err and "Traceback" not in err
 
+
+
+def _stored(name: str) -> bench.Record:
+    """The stored CPU record `name`."""
+    return next(r for r in bench.load_records(ROOT / "reference" / "cpu" / "results.json") if r.name == name)
+
+
+def test_the_instructors_guide_states_the_stored_runs():
+    text = " ".join((ROOT / "docs" / "instructors.md").read_text(encoding="utf-8").split())
+    per, wall = _stored("grading.loadtest.seconds_per_submission"), _stored("grading.loadtest.wall_seconds")
+    times = {int(k[3:5]): v for k, v in per.extra["per_lab"].items()}
+
+    def span(labs: tuple[int, ...], fmt: str) -> str:
+        return f"{min(times[i] for i in labs):{fmt}}–{max(times[i] for i in labs):{fmt}} s"
+
+    said = [f"{per.date}, load average {per.extra['load_avg_1min_during']} during the run",
+            f"labs 0–{max(times)}", span((0, 1, 4, 5, 8, 10), ".1f"), span((6, 7, 9), ".0f"), span((2, 3, 11, 12), ".0f"),
+            f"{per.value:.1f} s is the median", f"took {wall.value:.0f} s for {per.extra['submissions']} submissions",
+            f"Those {len(times)} per-lab times add up to {sum(times.values()):.0f} s",
+            f"200 × {sum(times.values()):.0f} s ≈ {200 * sum(times.values()) / 3600:.1f} hours"]
+    ways = [("local_jobs1", "submissions per hour with `--jobs 1` (rounds "), ("local_jobs2", "with `--jobs 2` ("),
+            ("shards2", "as two shards on the same machine (")]
+    for key, words in ways:
+        rec = _stored(f"grading.throughput.{key}_per_hour")
+        lo, hi = rec.extra["spread"]
+        said.append(f"{rec.value:.0f} {words}{lo:.0f}–{hi:.0f}")
+    said.append(f"1-minute load average {rec.extra['load_avg_1min_before']} before and {rec.extra['load_avg_1min_after']} after")
+    missing = [s for s in said if s not in text]
+    assert not missing, f"docs/instructors.md does not say what reference/cpu/results.json holds: {missing}"

@@ -121,7 +121,8 @@ def test_a_hand_edited_gradebook_is_refused_not_overwritten(tmp_path: Path) -> N
 @pytest.mark.parametrize("args", [["--time-factor", "nan"], ["--cell-timeout", "nan"], ["--total-timeout", "inf"],
                                   ["--max-output", "-1"], ["--jobs", "0"], ["--time-factor", "0.5"],
                                   ["--memory", "nan"], ["--max-processes", "-3"], ["--shard", "2/2"],
-                                  ["--bogus"], ["--cell-timeout", "-5"]])
+                                  ["--bogus"], ["--cell-timeout", "-5"], ["--max-file-size", "-1"],
+                                  ["--tmp-size", "lots"], ["--cpu-time", "1.5"]])
 def test_bad_option_values_are_one_line_on_stderr(tmp_path: Path, capsys: pytest.CaptureFixture, args: list[str]) -> None:
     sols = write_solution(tmp_path / "solutions").parent
     nb = write_nb(tmp_path / "subs" / f"{LAB}__a.ipynb", student_nb())
