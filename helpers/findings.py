@@ -178,7 +178,7 @@ def against_target(name: str, subject: str, sources: Sequence[str] = DEFAULT_SOU
 
     def verdict(v: Mapping[str, float]) -> str:
         met, s = t.met(v["x"]), spread_of(v, "x")
-        if met is not None and s is not None and t.value is not None and s.contains(t.value):
+        if t.straddled(s):
             return f"target {t.text}: {NOT_RESOLVED}, {s.lo:.3g}..{s.hi:.3g}"
         if met is None:
             return "reported, no target"

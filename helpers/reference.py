@@ -34,7 +34,7 @@ PIN_NAMES = {"onnxruntime": "onnxruntime", "cupy": "cupy-cuda12x", "tensorrt": "
 
 @dataclass(frozen=True)
 class Target:
-    """A headline measurement's goal, from shared/MEASUREMENTS.md."""
+    """A headline measurement's goal: its name, comparison and value (the course's list is TARGETS below)."""
 
     name: str
     op: str  # ">=", "<=" or "reported"
@@ -46,6 +46,10 @@ class Target:
         if measured is None or self.op == "reported" or self.value is None:
             return None
         return {">=": operator.ge, "<=": operator.le}[self.op](measured, self.value)
+
+    def straddled(self, s: Any) -> bool:
+        """True when a measured spread (helpers.spread.Spread, or None) contains the target value: not resolved."""
+        return s is not None and self.op != "reported" and self.value is not None and s.contains(self.value)
 
     @property
     def text(self) -> str:

@@ -8,7 +8,9 @@ into plain Python fail to type there, and the reason is shown. A kernel that com
 object, so the helper may replay it and keep running for the next one: the access record that decides races
 and atomics is taken by the helper's own code, which the submission's cells never reached. Compiles are cached
 per source and argument types. Without numba-cuda the check says so once and replays each kernel in a fresh
-helper (the trace checks still run; the kernel's Python is then not vetted).
+helper (the trace checks still run; the kernel's Python is then not vetted). For the batch grader the helper also
+calls a lab's runner on a kernel known only by its description (``run_in_helper``: a device function's Python,
+once that description compiled), so that no code of the submission runs in the grader's worker.
 
     python -m helpers.grading.kernel_compile      the helper: one JSON request a line on stdin, answers on stdout
 
@@ -42,6 +44,8 @@ EXPLAIN = ("A kernel computes on single elements: each thread reads and writes e
            "Python functions do not run on a GPU.")
 _LOCK = threading.Lock()
 _COMPILED: dict[str, str] = {}  # hash of (kernel, argument types) -> "ok" or "unavailable"
+_VETTED: set[str] = set()  # hashes of the kernels that compiled for a GPU at least once here
+_STRICT: list[bool] = []  # set by require_vetting(): no kernel runs here unless it compiled first
 _NOTED: list[str] = []
 
 
@@ -153,6 +157,29 @@ def _note_unavailable(why: str) -> None:
               "simulator trace alone. `make setup` installs numba-cuda.", file=sys.stderr)
 
 
+def _kernel_hash(kernel: dict) -> str:
+    """A kernel description's digest."""
+    return hashlib.sha256(wire.dumps(kernel).encode()).hexdigest()
+
+
+def vetted(kernel: dict) -> bool:
+    """True when this exact kernel description compiled for a GPU in this process (so its Python touches no object)."""
+    return _kernel_hash(kernel) in _VETTED
+
+
+def require_vetting() -> None:
+    """From now on in this process, refuse to replay or run a kernel that did not compile for a GPU (the batch
+    grader's worker, whose helper runs outside the submission's sandbox)."""
+    _STRICT.append(True)
+
+
+def _refuse_unvetted(kernel: dict) -> None:
+    """AssertionError when vetting is required and this kernel did not compile for a GPU here."""
+    if _STRICT and not vetted(kernel):
+        raise AssertionError(f"{kernel.get('name')} could not be compiled for a GPU on the grading machine, so the "
+                             "grader does not run it (numba-cuda's compiler is missing there: tell your instructor).")
+
+
 def compile_check(kernel: dict, args: tuple, device: bool = False) -> bool:
     """Compile the kernel for compute capability 9.0; True when it compiled, False when the step is unavailable.
 
@@ -168,6 +195,8 @@ def compile_check(kernel: dict, args: tuple, device: bool = False) -> bool:
         status = answer.get("status") if isinstance(answer, dict) else None
         if status == "ok" or status == "unavailable":
             _COMPILED[key] = status
+            if status == "ok":
+                _VETTED.add(_kernel_hash(kernel))
             if status == "unavailable":
                 _note_unavailable(str(answer.get("message", "")))
         elif status in ("rejected", "driver"):
@@ -183,6 +212,7 @@ def replay(kernel: dict, griddim: Any, blockdim: Any, args: tuple, out_index: in
     """Compile, then run the kernel traced in the helper (inside the named simulator extensions):
     {'out', 'trace', 'sync'} as plain data."""
     vetted = compile_check(kernel, args)
+    _refuse_unvetted(kernel)
     request = {"op": "replay", "kernel": kernel, "grid": griddim, "block": blockdim, "args": tuple(args),
                "out_index": int(out_index), "lines": bool(lines), "extensions": [str(e) for e in extensions or ()]}
     answer = _ask(request, REPLAY_TIMEOUT_S, fresh=not vetted)
@@ -192,6 +222,26 @@ def replay(kernel: dict, griddim: Any, blockdim: Any, args: tuple, out_index: in
     if answer.get("status") != "ok":
         raise AssertionError(f"your kernel raised {answer.get('message')}")
     return {k: answer[k] for k in ("out", "trace", "sync")}
+
+
+def run_in_helper(run_ref: str, kernel: dict, args: tuple, kwargs: dict) -> Any:
+    """An exercise's runner ('module:name', the course's) called in the helper on a kernel known by its description
+    (the grader's worker: a device function's Python runs there, never in the worker). The description must
+    have compiled here first (vetted()), unless the compile step is unavailable: then a fresh helper runs it."""
+    if available() and not vetted(kernel):
+        raise AssertionError(f"{kernel.get('name')} was not compiled for a GPU before it was run, so the grader "
+                             "does not run it (a fault of the check, not of your code: tell your instructor).")
+    _refuse_unvetted(kernel)
+    request = {"op": "run", "run": str(run_ref), "kernel": kernel, "args": tuple(args), "kwargs": dict(kwargs)}
+    answer = _ask(request, REPLAY_TIMEOUT_S, fresh=not vetted(kernel))
+    if not isinstance(answer, dict):
+        raise AssertionError(f"your function ran longer than {REPLAY_TIMEOUT_S:.0f} s (or stopped the checker's "
+                             "helper): is there a loop that never ends?")
+    if answer.get("status") == "bad":
+        raise BadAnswer(str(answer.get("message")))
+    if answer.get("status") != "ok":
+        raise AssertionError(f"your function raised {answer.get('message')}")
+    return answer["answer"]
 
 
 # --- the helper's side ---
@@ -300,6 +350,26 @@ def _replay(req: dict) -> dict:
             "sync": log.to_data()}
 
 
+def _run(req: dict) -> dict:
+    """Call a course runner on the described kernel, its Python rebuilt here (device functions as Python)."""
+    from helpers.grading.exercise import resolve
+    from helpers.grading.kernel_source import SentKernel, rebuild
+
+    try:
+        run = resolve(str(req["run"]))
+        if run is None:
+            raise BadAnswer("no runner named.")
+        answer = run(SentKernel(req["kernel"], rebuild(req["kernel"], "sim")), *req["args"], **req["kwargs"])
+    except BadAnswer as err:
+        return {"status": "bad", "message": str(err)}
+    except Exception as exc:  # noqa: BLE001 - the function may raise anything: shown as the student's error
+        return {"status": "raised", "message": f"{type(exc).__name__}: {str(exc)[:500]}"}
+    return {"status": "ok", "answer": answer}
+
+
+_OPS = {"compile": _compile, "replay": _replay, "run": _run}
+
+
 def main() -> int:
     """Serve requests until stdin closes; what the kernels print goes to stderr, never into the answers."""
     out = os.fdopen(os.dup(1), "w")
@@ -307,7 +377,7 @@ def main() -> int:
     for line in sys.stdin:
         try:
             req = wire.loads(line)
-            answer = _compile(req) if req.get("op") == "compile" else _replay(req)
+            answer = _OPS.get(str(req.get("op")), _replay)(req)
         except Exception as exc:  # noqa: BLE001 - a malformed request gets an answer, not a dead helper
             answer = {"status": "rejected", "message": f"malformed request ({type(exc).__name__}: {exc})"[:400]}
         out.write(wire.dumps(answer) + "\n")

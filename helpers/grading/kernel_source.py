@@ -7,6 +7,10 @@ device functions (described in turn); anything else, a course kernel, or source 
 refused with a one-line reason. ``rebuild(data, target)`` makes the function again, in the grader's
 helper: "gpu" with device functions for numba's CUDA compiler, "sim" with device functions as Python.
 
+Under the batch grader the kernel process only answers ``description(fn)``; the grader vets that data and
+wraps it in a ``SentKernel``, which ``describe`` returns as it is (its constants replaced), so the lab's own
+runner builds the launch in the grader's process, on the grader's inputs.
+
 Serves: core of the kernel labs' checks (labs 02, 03, 11, 12, 13).
 """
 
@@ -17,6 +21,7 @@ import builtins
 import dis
 import importlib
 import inspect
+import linecache
 import textwrap
 import types
 from pathlib import Path
@@ -31,6 +36,7 @@ from helpers.kernels import pytwin
 COURSE = Path(__file__).resolve().parents[1]  # the helpers/ package folder
 MODULES = ("numpy", "math", "numba", "numba.cuda")  # what a kernel may read as a module or take names from
 _NUMBERS = (bool, int, float)
+UNDEFINED = ["undefined"]  # description()'s mark of a name the kernel reads but does not define
 
 
 def course_kernels_allowed(labs: Path = COURSE / "labs") -> bool:
@@ -117,13 +123,33 @@ def _global_names(code: types.CodeType) -> set[str]:
     return names
 
 
+def _restore_cell(filename: str) -> bool:
+    """Put a notebook cell's lines back into linecache after something cleared it (linecache.clearcache: seen in the
+    grader's kernels on the H200, Python 3.12); IPython keeps every cell's code by its execution number."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    ip = get_ipython()
+    number = getattr(getattr(ip, "compile", None), "_filename_map", {}).get(filename)
+    parsed = getattr(getattr(ip, "history_manager", None), "input_hist_parsed", [])
+    if number is None or not 0 <= number < len(parsed):
+        return False
+    code = parsed[number]
+    linecache.cache[filename] = (len(code), None, [ln + "\n" for ln in code.splitlines()], filename)
+    return True
+
+
 def _source(py: types.FunctionType) -> str:
     """The function's own source text, dedented (BadAnswer when Python cannot find it)."""
-    try:
-        return textwrap.dedent(inspect.getsource(py))
-    except (OSError, TypeError):
-        raise BadAnswer(f"the source of {py.__name__} cannot be read, so it cannot be compiled for a GPU: "
-                        "define the kernel with def in a notebook cell or a file.") from None
+    for attempt in range(2):
+        try:
+            return textwrap.dedent(inspect.getsource(py))
+        except (OSError, TypeError):
+            if attempt or not _restore_cell(py.__code__.co_filename):
+                break
+    raise BadAnswer(f"the source of {py.__name__} cannot be read, so it cannot be compiled for a GPU: "
+                    "define the kernel with def in a notebook cell or a file.")
 
 
 def _course_kernel(py: types.FunctionType) -> bool:
@@ -136,8 +162,14 @@ def _course_kernel(py: types.FunctionType) -> bool:
     return path.is_relative_to(COURSE) and not harness
 
 
-def describe(kern: Any, _seen: set[int] | None = None, **constants: Any) -> dict:
-    """The kernel (or device function) as plain data, with the globals in `constants` replaced."""
+def describe(kern: Any, _seen: set[int] | None = None, _undefined: bool = False, **constants: Any) -> dict:
+    """The kernel (or device function) as plain data, with the globals in `constants` replaced.
+
+    A SentKernel gives its own description; `_undefined` marks the names the kernel reads but does not define
+    (for a runner's constants to fill in) instead of refusing them.
+    """
+    if isinstance(kern, SentKernel):
+        return kern.described(**constants)
     py = python_function(kern)
     seen = set() if _seen is None else _seen
     if id(py) in seen:
@@ -152,11 +184,58 @@ def describe(kern: Any, _seen: set[int] | None = None, **constants: Any) -> dict
     for name in sorted(_global_names(py.__code__)):
         if name in env:
             names[name] = _value(name, env[name], py.__name__, seen)
+        elif _undefined:
+            names[name] = list(UNDEFINED)
         elif not hasattr(builtins, name):
             raise BadAnswer(f"{py.__name__} reads the name {name}, which is not defined.")
     seen.discard(id(py))
     return {"name": py.__name__, "file": py.__code__.co_filename, "line": py.__code__.co_firstlineno,
             "source": _source(py), "globals": names}
+
+
+def description(kern: Any) -> dict:
+    """What the batch grader asks a submission's kernel for: describe(kern), the names it does not define marked."""
+    return describe(kern, _undefined=True)
+
+
+class RunsPython(Exception):
+    """A runner asked for a SentKernel's Python function where there is none (the grader's worker)."""
+
+
+class SentKernel:
+    """A kernel known only by its (vetted) description: describe() returns it with its constants replaced.
+
+    Its Python function (`py_func`, for runners that call a device function from Python) exists only where it
+    is given: in the compile helper, never in the grader's worker (there it raises RunsPython).
+    """
+
+    def __init__(self, data: dict, py: types.FunctionType | None = None) -> None:
+        self.data, self._py = data, py
+
+    @property
+    def py_func(self) -> types.FunctionType:
+        """The rebuilt Python function (compile helper only)."""
+        if self._py is None:
+            raise RunsPython(str(self.data.get("name")))
+        return self._py
+
+    def described(self, **constants: Any) -> dict:
+        """The description with `constants` replaced: the globals its code reads, as describe() would give them."""
+        try:
+            name, sent = str(self.data["name"]), dict(self.data["globals"])
+            code = compile(_parse(self.data), "<sent kernel>", "exec")
+        except (KeyError, TypeError, ValueError) as err:
+            raise BadAnswer(f"the kernel's description is malformed ({type(err).__name__}: {err}).") from None
+        fn = next(c for c in code.co_consts if isinstance(c, types.CodeType) and c.co_name == name)
+        names = {}
+        for g in sorted(_global_names(fn)):
+            if g in constants:
+                names[g] = _value(g, constants[g], name, set())
+            elif g in sent and sent[g] != UNDEFINED:
+                names[g] = sent[g]
+            elif not hasattr(builtins, g):
+                raise BadAnswer(f"{name} reads the name {g}, which is not defined.")
+        return {**{k: self.data[k] for k in ("name", "file", "line", "source")}, "globals": names}
 
 
 def _parse(data: dict) -> ast.Module:

@@ -19,12 +19,13 @@ import copy
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 from tqdm.auto import tqdm
 
 from helpers.errors import InputError
-from helpers.models.train import _as_loader, evaluate, model_device
+from helpers.models.train import _as_loader, model_device, predict
 from helpers.plugins.pq_compat import load_calib_amax, pq, quantizers
 from helpers.validation import require_choice, require_int_range
 
@@ -166,16 +167,26 @@ def set_quant_enabled(qmodel: nn.Module, enabled: bool, layers: Iterable[str] | 
             q.enable() if enabled else q.disable()
 
 
+def score(model: nn.Module, data: Any, split: str = "test") -> tuple[float, np.ndarray]:
+    """(top-1 accuracy % as ``helpers.models.train.evaluate`` gives it, per-sample correctness as a bool array)."""
+    logits, labels = predict(model, data, split)
+    right = logits.argmax(1) == labels
+    return float(right.float().mean() * 100), right.numpy()
+
+
 def accuracy_table(model: nn.Module, data: Any, *, methods: Sequence[str] = METHODS,
                    granularities: Sequence[bool] = (False, True), split: str = "test",
-                   **kw: Any) -> list[dict[str, Any]]:
+                   correct: dict[tuple[str, str], np.ndarray] | None = None, **kw: Any) -> list[dict[str, Any]]:
     """Rows {weights, calibrator, accuracy %, delta pts} for each weight granularity x calibrator, plus FP32.
 
     Histogram methods share one calibration pass per granularity (amax is recomputed from the histograms).
+    A dict passed as `correct` is filled with each row's per-sample correctness, keyed (weights, calibrator),
+    for paired comparisons on the same samples (``helpers.spread.bootstrap_paired``).
     """
     for m in methods:
         require_choice(m, METHODS, "method")
-    fp32 = evaluate(model, data, split)
+    right = {} if correct is None else correct
+    fp32, right["FP32", "-"] = score(model, data, split)
     rows: list[dict[str, Any]] = [{"weights": "FP32", "calibrator": "-", "accuracy %": fp32, "delta pts": 0.0}]
     groups = (("max", [m for m in methods if m == "max"]), ("histogram", [m for m in methods if m != "max"]))
     todo = [(pc, calib, group) for pc in granularities for calib, group in groups if group]
@@ -186,9 +197,9 @@ def accuracy_table(model: nn.Module, data: Any, *, methods: Sequence[str] = METH
         for i, method in enumerate(group):
             if i:
                 recompute_amax(qmodel, method)
-            acc = evaluate(qmodel, data, split)
-            rows.append({"weights": "per-channel" if per_channel else "per-tensor", "calibrator": method,
-                         "accuracy %": acc, "delta pts": fp32 - acc})
+            weights = "per-channel" if per_channel else "per-tensor"
+            acc, right[weights, method] = score(qmodel, data, split)
+            rows.append({"weights": weights, "calibrator": method, "accuracy %": acc, "delta pts": fp32 - acc})
             bar.update()
     bar.close()
     return rows

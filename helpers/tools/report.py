@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from helpers import bench, cli
+from helpers import bench, cli, spread
 from helpers.errors import InputError
 from helpers.reference import REFERENCE_DIR, ROOT, TARGETS, TARGETS_BY_NAME
 from helpers.tools.tmp_check import KNOWN_TMP_FILES, check_tmp, tmp_leftovers  # noqa: F401 - re-exported
@@ -182,8 +182,9 @@ def summary_markdown(records: list[bench.Record], runs: list[NotebookRun], minut
 
             r = lookup(t.name, "cpu")
             where = f" (CPU file: {r.device}, {r.date})" if r else ""
-        met = t.met(r.value if r else None)
-        verdict = "missing" if r is None else {True: "yes", False: "**no**", None: "reported"}[met]
+        s = spread.of_record(r) if r else None  # a spread straddling the target is no verdict either way
+        verdict = ("missing" if r is None else f"not resolved ({s.lo:.3g}..{s.hi:.3g})" if t.straddled(s) else
+                   {True: "yes", False: "**no**", None: "reported"}[t.met(r.value)])
         lines.append(f"| `{t.name}` | {_fmt_value(r)}{where} | {t.text} | {verdict} | {t.meaning} |")
     lines += ["", "## Notebooks", "", "| notebook | seconds | status |", "|---|---|---|"]
     for run in runs:

@@ -152,6 +152,17 @@ def test_without_the_compiler_the_check_says_so_once_and_the_trace_flags_slices(
     assert len(note) == 1 and "GPU compile check is not available" in note[0]
 
 
+def test_a_worker_that_requires_vetting_replays_no_kernel_that_did_not_compile(monkeypatch):
+    monkeypatch.setattr(kernel_compile, "available", lambda: False)  # as without numba-cuda's compiler
+    monkeypatch.setattr(kernel_compile, "_NOTED", ["said"])
+    monkeypatch.setattr(kernel_compile, "_STRICT", [])
+    monkeypatch.setattr(kernel_compile, "_VETTED", set())
+    kernel_compile.require_vetting()
+    monkeypatch.setattr(kernel_compile, "_ask", lambda *a, **k: pytest.fail("an unvetted kernel was replayed"))
+    with pytest.raises(AssertionError, match="could not be compiled for a GPU on the grading machine"):
+        traced.unpack(_launch(add))
+
+
 def test_course_kernels_are_refused_in_a_copy_without_answer_keys(monkeypatch):
     from helpers.kernels import gemm
 
@@ -185,3 +196,22 @@ def test_the_helper_caps_its_address_space_only_without_a_cuda_driver():
     line = next(ln for ln in limits.splitlines() if ln.startswith("Max address space"))
     capped = str(kernel_compile.MEMORY_LIMIT) in line.split()
     assert capped == kernel_compile.address_space_capped(), line
+
+
+
+@needs_compiler
+def test_the_helper_runs_a_device_functions_python_only_once_it_compiled():
+    from helpers.kernels import gemm
+
+    data = kernel_source.describe(gemm.dp4a)
+    ref = "helpers.labs.lab11_gemm_kernels.kit:run_dp4a"
+    words = (np.array([0x01020304, -1], np.int64), np.array([0x05060708, 0x7F7F7F7F], np.int64), np.array([3, 0]))
+    with pytest.raises(AssertionError, match="was not compiled for a GPU before it was run"):
+        kernel_compile.run_in_helper(ref, data, words, {})
+    assert kernel_compile.compile_check(data, (np.int32(0),) * 3, device=True)
+    got = kernel_compile.run_in_helper(ref, data, words, {})
+    expected = gemm.dp4a_reference(*words)
+    np.testing.assert_array_equal(got["values"][0], expected)
+    np.testing.assert_array_equal(got["values"][1], expected)
+    with pytest.raises(AssertionError, match="your function raised"):
+        kernel_compile.run_in_helper(ref, data, (np.ones((2, 2), np.int64),) * 3, {})  # rows, not words

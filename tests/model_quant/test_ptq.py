@@ -110,27 +110,6 @@ def test_model_size_is_about_a_quarter(resnet, data):
     assert 0.25 < i8 / fp < 0.35
 
 
-def test_chapter7_sentences_follow_the_numbers():
-    from helpers.chapters.ch07_ptq import readings
-
-    rows = [{"weights": "FP32", "accuracy %": 98.7}, {"weights": "per-tensor", "accuracy %": 98.9},
-            {"weights": "per-channel", "accuracy %": 98.5}]
-    text = readings.ptq_cost(rows, 1000, "ResNet")
-    assert "costs almost nothing" in text and "0.2 points below FP32, 2 test sample(s)" in text
-    assert "none is below FP32" in readings.ptq_cost(rows[:2], 1000, "ResNet")
-    bad = rows[:1] + [{"weights": "per-tensor", "accuracy %": 90.0}]
-    assert "costs accuracy here" in readings.ptq_cost(bad, 1000, "ResNet")
-    assert "no visible effect" in readings.per_channel_gain(0.0, "8 bits", "MobileNet")
-    assert "beat per-tensor by 31.8" in readings.per_channel_gain(31.8, "4-bit weights", "MobileNet")
-    curve = [{"kept in FP": k, "accuracy %": a} for k, a in ((0, 65.2), (1, 78.9), (2, 92.9), (10, 97.6))]
-    assert "85% of the loss recovered by 2 of 10 layers" in readings.recovery(curve, 97.6)
-    assert "nothing for mixed precision" in readings.recovery(
-        [{"kept in FP": 0, "accuracy %": 98.0}, {"kept in FP": 2, "accuracy %": 98.0}], 97.9)
-    assert [r["layer"] for r in readings.range_ratio_rows({"a": 2.0, "b": 9.0})] == ["b", "a"]
-    with pytest.raises(InputError):
-        readings.ptq_cost([], 1000, "x")
-
-
 def test_the_notes_standalone_calibrator_never_gets_an_amax():
     pytest.importorskip("pytorch_quantization")
     from helpers import claims

@@ -53,6 +53,15 @@ def test_summary_marks_targets_and_missing():
     assert "| `qat.delta_pts` | missing |" in text and "FAILED: ValueError: boom" in text
 
 
+def test_summary_says_not_resolved_when_the_spread_straddles_the_target():
+    """0.9165 against >= 0.92 is no miss when its stored spread is 0.909..0.922 (the H200 copy run of 2026-12-02)."""
+    straddles = bench.Record("copy.cupy_over_d2d", 0.9165, "ratio", "GPU", "d", extra={"lo": 0.909, "hi": 0.922})
+    below = bench.Record("copy.numba_over_d2d", 0.892, "ratio", "GPU", "d", extra={"lo": 0.886, "hi": 0.903})
+    text = report.summary_markdown([straddles, below], [], 1.0)
+    assert "| `copy.cupy_over_d2d` | 0.9165 ratio | >= 0.92 | not resolved (0.909..0.922) |" in text
+    assert "| `copy.numba_over_d2d` | 0.892 ratio | >= 0.92 | **no** |" in text
+
+
 def test_stored_cpu_reference_matches_the_notebooks_names():
     # reference/cpu is written by `make cpu-reference` from a full CPU run; it must not be empty.
     assert report.check_names(Path("/nonexistent"))[0].startswith("no notebook recorded")

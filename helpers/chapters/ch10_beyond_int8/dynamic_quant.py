@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 from numba import cuda
 
-from helpers.bench import timeit_interleaved
+from helpers.bench import Timing, timeit_interleaved
+from helpers.chapters.ch10_beyond_int8.rounds import paired_ratio
 from helpers.errors import InputError
 from helpers.quant.calibrators import _check_momentum, ema_amax, ema_update  # noqa: F401  (re-used here)
 from helpers.validation import require_float
@@ -202,13 +203,12 @@ def speed_encoder(d: int = 256, layers: int = 4, seq_len: int = 128) -> Any:
     return EncoderSmall(seq_len=seq_len, shape=shape).eval()
 
 
-def time_variants(models: dict[str, Any], x: Any, repeats: int = 10) -> dict[str, float]:
-    """Median ms per call of each model on the same input, measured one after the other in this run."""
+def time_variants(models: dict[str, Any], x: Any, repeats: int = 10) -> dict[str, Timing]:
+    """The timing of each model on the same input, one call of each per round (interleaved), in this run."""
     import torch
 
     with torch.inference_mode():
-        t = timeit_interleaved({name: (lambda m=m: m(x)) for name, m in models.items()}, repeats=repeats)
-    return {k: v.median_ms for k, v in t.items()}
+        return timeit_interleaved({name: (lambda m=m: m(x)) for name, m in models.items()}, repeats=repeats)
 
 
 def runtime_scale_cost(x: Any, linear: Any, repeats: int = 50) -> dict[str, float]:
@@ -240,7 +240,9 @@ def cpu_speed_study(d: int = 256, layers: int = 2, seq_len: int = 64, batch: int
                     repeats: int = 5) -> dict[str, Any]:
     """FP32, dynamic and static INT8 encoders timed on the CPU in one run, and the runtime amax's share.
 
-    Returns {'ms': {variant: median ms}, 'amax share': share of one dynamic INT8 Linear spent on its amax}.
+    Returns {'ms': {variant: median ms}, 'vs FP32': {variant: FP32 ÷ variant time, the median of the rounds},
+    'spread': {variant: that ratio's spread over the rounds}, 'amax share': share of one dynamic INT8 Linear
+    spent on its amax}.
     """
     import torch
     from tqdm.auto import tqdm
@@ -253,10 +255,12 @@ def cpu_speed_study(d: int = 256, layers: int = 2, seq_len: int = 64, batch: int
                 "static INT8": static_int8(big, [torch.randn(batch, 1, seq_len) for _ in range(2)])}
     bar.update()
     bar.set_postfix_str("timing the three models")
-    ms = time_variants(variants, x, repeats=repeats)
+    t = time_variants(variants, x, repeats=repeats)
+    ratios = {k: paired_ratio(t, "FP32", k) for k in variants if k != "FP32"}
     bar.update()
     bar.set_postfix_str("timing the runtime amax")
     cost = runtime_scale_cost(torch.randn(batch * seq_len, d), torch.nn.Linear(d, 4 * d))
     bar.update()
     bar.close()
-    return {"ms": ms, "amax share": cost["share"]}
+    return {"ms": {k: v.median_ms for k, v in t.items()}, "vs FP32": {k: r for k, (r, _) in ratios.items()},
+            "spread": {k: sp for k, (_, sp) in ratios.items()}, "amax share": cost["share"]}

@@ -12,7 +12,8 @@ import copy
 import warnings
 from typing import Any
 
-from helpers.bench import timeit, timeit_interleaved
+from helpers.bench import timeit_interleaved
+from helpers.chapters.ch10_beyond_int8.rounds import ROUNDS, paired_ratio, speed_ratio, with_spread
 from helpers.errors import InputError
 from helpers.validation import require_choice, require_int_range
 
@@ -24,13 +25,20 @@ def _torch() -> Any:
     return torch
 
 
-def _times(fns: dict, backend: str, repeats: int) -> dict[str, float]:
-    """Median seconds of each function: CUDA events on the GPU, interleaved rounds on the CPU."""
+def _times(fns: dict, backend: str, repeats: int) -> dict[str, Any]:
+    """'NCHW ms', 'NHWC ms' and the 'NHWC speed-up' (NCHW ÷ NHWC time, the median of interleaved rounds) with
+    its spread as 'NHWC speed-up spread': one call of each per round on the CPU, CUDA events on the GPU."""
     torch = _torch()
     with torch.inference_mode():
         if backend == "cpu":
-            return {k: t.median_s for k, t in timeit_interleaved(fns, repeats=repeats).items()}
-        return {k: timeit(f, backend=backend, warmup=3, repeats=repeats).median_s for k, f in fns.items()}
+            t = timeit_interleaved(fns, repeats=repeats)
+            ratio, spread = paired_ratio(t, "NCHW", "NHWC")
+            ms = {"NCHW ms": t["NCHW"].median_ms, "NHWC ms": t["NHWC"].median_ms}
+        else:
+            ratio, spread, both = speed_ratio(fns["NCHW"], fns["NHWC"], backend=backend,
+                                              per_round=max(1, repeats // ROUNDS))
+            ms = {"NCHW ms": both["base ms"], "NHWC ms": both["other ms"]}
+    return with_spread({**ms, "NHWC speed-up": ratio}, "NHWC speed-up", spread)
 
 
 def _check_shape(batch: int, channels: int, size: int) -> None:
@@ -42,7 +50,8 @@ def _check_shape(batch: int, channels: int, size: int) -> None:
 
 def conv_layout_times(device: str = "cpu", dtype: str = "float32", *, batch: int = 8, channels: int = 64,
                       size: int = 28, kernel: int = 3, repeats: int = 20) -> dict:
-    """Median ms of one float Conv2d with NCHW and with channels_last input and weights, and the ratio."""
+    """Median ms of one float Conv2d with NCHW and with channels_last input and weights, and the ratio with its
+    spread over interleaved rounds."""
     require_choice(device, ("cpu", "cuda"), "device")
     require_choice(dtype, ("float32", "float16", "bfloat16"), "dtype")
     _check_shape(batch, channels, size)
@@ -61,9 +70,7 @@ def conv_layout_times(device: str = "cpu", dtype: str = "float32", *, batch: int
     for name, fmt in (("NCHW", torch.contiguous_format), ("NHWC", torch.channels_last)):
         c = copy.deepcopy(conv).to(memory_format=fmt)
         fns[name] = lambda c=c, xi=x.contiguous(memory_format=fmt): c(xi)
-    times = _times(fns, backend, repeats)
-    return {"device": device, "dtype": dtype, "NCHW ms": times["NCHW"] * 1e3, "NHWC ms": times["NHWC"] * 1e3,
-            "NHWC speed-up": times["NCHW"] / times["NHWC"]}
+    return {"device": device, "dtype": dtype, **_times(fns, backend, repeats)}
 
 
 def quantized_conv_layout_times(*, batch: int = 8, channels: int = 64, size: int = 28, repeats: int = 20) -> dict:
@@ -80,9 +87,7 @@ def quantized_conv_layout_times(*, batch: int = 8, channels: int = 64, size: int
     inputs = {"NCHW": qx, "NHWC": qx.contiguous(memory_format=torch.channels_last)}
     times = _times({k: (lambda q=q: conv(q)) for k, q in inputs.items()}, "cpu", repeats)
     out_nhwc = {k: bool(conv(q).is_contiguous(memory_format=torch.channels_last)) for k, q in inputs.items()}
-    return {"device": "cpu", "dtype": "int8 (torch.ao)", "NCHW ms": times["NCHW"] * 1e3,
-            "NHWC ms": times["NHWC"] * 1e3, "NHWC speed-up": times["NCHW"] / times["NHWC"],
-            "output is NHWC for NCHW input": out_nhwc["NCHW"]}
+    return {"device": "cpu", "dtype": "int8 (torch.ao)", **times, "output is NHWC for NCHW input": out_nhwc["NCHW"]}
 
 
 def int8_pointwise_conv(x_q: Any, w_q: Any, layout: str) -> Any:
@@ -130,7 +135,5 @@ def int8_pointwise_layout_times(device: str = "cuda", *, batch: int = 32, channe
     backend = "torch" if device == "cuda" else "cpu"
     t = _times({"NCHW": lambda: int8_pointwise_conv(x, w, "NCHW"),
                 "NHWC": lambda: int8_pointwise_conv(x_nhwc, w, "NHWC")}, backend, repeats)
-    t_nchw, t_nhwc = t["NCHW"], t["NHWC"]
     gemm_bytes = x.numel() + w.numel() + 4 * batch * channels * size * size
-    return {"device": device, "dtype": "int8 (_int_mm)", "NCHW ms": t_nchw * 1e3, "NHWC ms": t_nhwc * 1e3,
-            "NHWC speed-up": t_nchw / t_nhwc, "GEMM MB": gemm_bytes / 1e6}
+    return {"device": device, "dtype": "int8 (_int_mm)", **t, "GEMM MB": gemm_bytes / 1e6}

@@ -14,8 +14,9 @@ import copy
 from collections.abc import Sequence
 from typing import Any
 
-from helpers.bench import timeit
+from helpers.chapters.ch10_beyond_int8.rounds import ROUNDS, row_spread, speed_ratio, with_spread
 from helpers.errors import InputError
+from helpers.spread import Spread, of_record
 
 
 def speed_curve(model: Any, order: Sequence[str], x: Any, *, ks: Sequence[int], device: str = "cpu",
@@ -24,7 +25,8 @@ def speed_curve(model: Any, order: Sequence[str], x: Any, *, ks: Sequence[int], 
 
     `order` lists Conv/Linear layer names, most sensitive first (helpers.model_quant.sensitivity.ranking);
     `calib` is a calibration batch for the activation scales (default: x). The all-float model is
-    timed in the same run: 'speed vs float' = float ms / this ms.
+    timed in the same interleaved rounds: 'speed vs float' = float ms / this ms, the median of the rounds,
+    with their spread as 'speed vs float spread'.
     """
     import torch
 
@@ -49,14 +51,15 @@ def speed_curve(model: Any, order: Sequence[str], x: Any, *, ks: Sequence[int], 
     base = float_model.to(device, dtype)
     rows = []
     with torch.inference_mode():
-        t_float = timeit(lambda: base(xd), backend=backend, repeats=repeats).median_ms
         for k in ks:
             if not 0 <= k <= len(order):
                 raise InputError(f"k={k} is outside 0..{len(order)}.")
             int8_layers = {n: a for n, a in amax.items() if n in order[k:] and _int8_ok(layers[n])}
             m = to_int8(base, int8_layers)
-            t = timeit(lambda m=m: m(xd), backend=backend, repeats=repeats).median_ms
-            rows.append({"kept in FP": k, "ms": t, "float ms": t_float, "speed vs float": t_float / t})
+            ratio, spread, ms = speed_ratio(lambda: base(xd), lambda m=m: m(xd), backend=backend,
+                                            per_round=max(1, repeats // ROUNDS))
+            rows.append(with_spread({"kept in FP": k, "ms": ms["other ms"], "float ms": ms["base ms"],
+                                     "speed vs float": ratio}, "speed vs float", spread))
     return rows
 
 
@@ -99,10 +102,16 @@ def plot_tradeoff(acc_rows: Sequence[dict], speed_rows: Sequence[dict] | None, *
 
 
 def stored_speed_rows(source: str = "h200") -> list[dict]:
-    """The GPU speed curve from the stored reference run (records ch10.mixed.cuda.speed.k<k>), by k."""
+    """The GPU speed curve from the stored reference run (records ch10.mixed.cuda.speed.k<k>), by k, with the
+    spread each record stores (none for runs stored before spreads were)."""
     from helpers.reference import lookup_all
 
     prefix = "ch10.mixed.cuda.speed.k"
-    rows = [{"kept in FP": int(r.name[len(prefix):]), "speed vs float": r.value}
-            for r in lookup_all(prefix, source) if r.name[len(prefix):].isdigit()]
+    rows = [with_spread({"kept in FP": int(r.name[len(prefix):]), "speed vs float": r.value}, "speed vs float",
+                        of_record(r)) for r in lookup_all(prefix, source) if r.name[len(prefix):].isdigit()]
     return sorted(rows, key=lambda r: r["kept in FP"])
+
+
+def speed_spreads(rows: Sequence[dict]) -> dict[int, Spread]:
+    """{k: spread of 'speed vs float'} for the rows that carry one (helpers.chapters.ch10_beyond_int8.rounds)."""
+    return {r["kept in FP"]: s for r in rows if (s := row_spread(r, "speed vs float")) is not None}

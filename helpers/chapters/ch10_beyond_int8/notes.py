@@ -7,27 +7,58 @@ Serves: chapter 10.
 from __future__ import annotations
 
 from helpers import claims as registry
+from helpers.chapters.ch10_beyond_int8.readings import ABOVE, INSIDE, NO_SPREAD, NO_SPREAD_ZH, UNKNOWN, side
 from helpers.claims import FAILS, HOLDS, NOT_MEASURED, Values, combine, fmt
-
-NEUTRAL = 0.05  # a speed ratio within 5% of 1 is "no change"
-NOISE = 0.10  # CPU matmul timings on a shared machine wander this much
+from helpers.findings import NOT_RESOLVED, NOT_RESOLVED_ZH, spread_of
 
 
-def _no_change(v: float | None) -> str:
-    """'holds' when a measured speed-up is real (> 1 + NEUTRAL), "doesn't hold" otherwise."""
+def _speedup(m: Values, name: str) -> str:
+    """Whether the speed-up `name` is real: HOLDS above 1 beyond its stored spread, FAILS below it, NOT_RESOLVED
+    when the spread holds 1; by the bare number (> 1) when no spread is stored (the evidence then says so)."""
+    v = m.get(name)
     if v is None:
         return NOT_MEASURED
-    return HOLDS if v > 1 + NEUTRAL else FAILS
+    where = side(spread_of(m, name))
+    if where == UNKNOWN:
+        return HOLDS if v > 1 else FAILS
+    return NOT_RESOLVED if where == INSIDE else HOLDS if where == ABOVE else FAILS
+
+
+def _unstored(m: Values, *names: str) -> bool:
+    """True when one of the measured `names` has no spread stored with it."""
+    return any(m.get(n) is not None and spread_of(m, n) is None for n in names)
+
+
+def _noise_note(m: Values, *names: str) -> str:
+    """'; no spread is stored …' when a measured ratio has no stored spread, else ''."""
+    return f"; {NO_SPREAD}" if _unstored(m, *names) else ""
+
+
+def _noise_note_zh(m: Values, *names: str) -> str:
+    """The Chinese of ``_noise_note``."""
+    return f"；{NO_SPREAD_ZH}" if _unstored(m, *names) else ""
+
+
+def _combine(parts: dict[str, str]) -> str:
+    """``claims.combine``, where a part inside the noise makes the whole NOT_RESOLVED unless another part holds."""
+    if NOT_RESOLVED not in parts.values():
+        return combine(parts)
+    held = [k for k, v in parts.items() if v == HOLDS]
+    return "depends: holds for " + ", ".join(held) if held else NOT_RESOLVED
+
+
+UNSTRUCTURED = ("ch10.sparsity.gpu_unstructured_speedup", "ch10.sparsity.cpu_unstructured_speedup")
 
 
 def _unstructured(m: Values) -> tuple[str, str]:
-    cpu, gpu = m.get("ch10.sparsity.cpu_unstructured_speedup"), m.get("ch10.sparsity.gpu_unstructured_speedup")
-    decider = gpu if gpu is not None else cpu  # the GPU timing is the steadier one (CUDA events, no other load)
-    verdict = NOT_MEASURED if decider is None else (HOLDS if decider > 1 + NOISE else FAILS)
+    gpu, cpu = (m.get(n) for n in UNSTRUCTURED)
+    decider = UNSTRUCTURED[0] if gpu is not None else UNSTRUCTURED[1]  # the GPU timing is the steadier one
+    verdict = _speedup(m, decider)
     why = {FAILS: ": scattered zeros are multiplied like any other number, so the zeros buy no speed",
-           HOLDS: ": the zeros bought speed on this stack", NOT_MEASURED: ""}[verdict]
+           HOLDS: ": the zeros bought speed on this stack", NOT_MEASURED: "",
+           NOT_RESOLVED: f": the speed-up is {NOT_RESOLVED}, the zeros buy no speed beyond it"}[verdict]
     return (f"the same matmul with half its weights zeroed anywhere runs {fmt(gpu, '×')} as fast on the GPU "
-            f"({fmt(cpu, '×')} on the CPU, a noisier timing){why}"), verdict
+            f"({fmt(cpu, '×')} on the CPU, a noisier timing){why}{_noise_note(m, decider)}"), verdict
 
 
 def _atomic_add(m: Values) -> tuple[str, str]:
@@ -50,34 +81,50 @@ def _split(m: Values) -> tuple[str, str]:
         {"fewer PCIe bytes": fewer, "+15% end to end": gain})
 
 
+NHWC = ("ch10.layout.fp16_nhwc_speedup", "ch10.layout.int8_nhwc_speedup")
+
+
 def _nhwc(m: Values) -> tuple[str, str]:
-    f, i = m.get("ch10.layout.fp16_nhwc_speedup"), m.get("ch10.layout.int8_nhwc_speedup")
-    verdict = combine({"FP16 conv": _no_change(f), "INT8 1x1 conv": _no_change(i)})
+    f, i = (m.get(n) for n in NHWC)
+    verdict = _combine({"FP16 conv": _speedup(m, NHWC[0]), "INT8 1x1 conv": _speedup(m, NHWC[1])})
     if verdict == HOLDS:
         verdict = "depends: holds for the layout advice, not for the descriptor call"
-    return (f"NHWC ÷ NCHW speed: FP16 3x3 conv {fmt(f, '×')}, INT8 1x1 conv {fmt(i, '×')}. "
+    return (f"NHWC ÷ NCHW speed: FP16 3x3 conv {fmt(f, '×')}, INT8 1x1 conv {fmt(i, '×')}{_noise_note(m, *NHWC)}. "
             "cudnnSetTensor4dDescriptorEx takes the sizes as N, C, H, W and one stride per dimension "
             "(NHWC: H·W·C, 1, W·C, C); the notes pass N, H, W, C and strides of another layout"), verdict
 
 
+def _nhwc_zh(m: Values) -> str:
+    f, i = (m.get(n) for n in NHWC)
+    inside = any(_speedup(m, n) == NOT_RESOLVED for n in NHWC)
+    return (f"NHWC ÷ NCHW 速度：FP16 3x3 卷积 {fmt(f, '×')}，INT8 1x1 卷积 {fmt(i, '×')}"
+            f"{'（' + NOT_RESOLVED_ZH + '）' if inside else ''}{_noise_note_zh(m, *NHWC)}；"
+            "cudnnSetTensor4dDescriptorEx 的尺寸顺序是 N、C、H、W，讲义的参数顺序和步长都不对")
+
+
+MIXED_K0 = "ch10.mixed.cuda.speed.k0"
+
+
 def _mixed(m: Values) -> tuple[str, str]:
     a0, a2 = m.get("ch10.mixed.acc.k0"), m.get("ch10.mixed.acc.k2")
-    s0, s10 = m.get("ch10.mixed.cuda.speed.k0"), m.get("ch10.mixed.cuda.speed.k10")
+    s0, s10 = m.get(MIXED_K0), m.get("ch10.mixed.cuda.speed.k10")
     acc = NOT_MEASURED if a0 is None or a2 is None else (HOLDS if a2 > a0 + 1 else FAILS)
-    speed = NOT_MEASURED if s0 is None else (HOLDS if s0 > 1 + NEUTRAL else FAILS)
-    slow = ("" if s0 is None else ": eager INT8 layers are slower than FP16 ones here" if s0 < 1 - NEUTRAL
-            else ": the INT8 layers are faster than FP16 ones here" if s0 > 1 + NEUTRAL
-            else ": INT8 and FP16 layers are about as fast here")
+    speed = _speedup(m, MIXED_K0)
+    slow = {NOT_MEASURED: "", FAILS: ": eager INT8 layers are slower than FP16 ones here",
+            HOLDS: ": the INT8 layers are faster than FP16 ones here",
+            NOT_RESOLVED: f": INT8 and FP16 layers are {NOT_RESOLVED}"}[speed]
     return (f"accuracy {fmt(a0, '%')} with every layer INT8, {fmt(a2, '%')} with two kept in float; GPU speed "
-            f"{fmt(s0, '×')} the all-FP16 model with every layer INT8 ({fmt(s10, '×')} with none){slow}"), combine(
-        {"accuracy": acc, "INT8 faster than FP16": speed})
+            f"{fmt(s0, '×')} the all-FP16 model with every layer INT8 ({fmt(s10, '×')} with none){slow}"
+            f"{_noise_note(m, MIXED_K0)}"), _combine({"accuracy": acc, "INT8 faster than FP16": speed})
 
 
 def _unstructured_zh(m: Values) -> str:
-    gpu, cpu = m.get("ch10.sparsity.gpu_unstructured_speedup"), m.get("ch10.sparsity.cpu_unstructured_speedup")
-    decider = gpu if gpu is not None else cpu
-    why = "" if decider is None else ("：零也照样相乘，不省时间" if decider <= 1 + NOISE else "：确有加速")
-    return f"一半权重随机置零后，同一矩阵乘法在 GPU 上的速度为原来的 {fmt(gpu, '×')}（CPU 上 {fmt(cpu, '×')}）{why}"
+    gpu, cpu = (m.get(n) for n in UNSTRUCTURED)
+    decider = UNSTRUCTURED[0] if gpu is not None else UNSTRUCTURED[1]
+    why = {NOT_MEASURED: "", FAILS: "：零也照样相乘，不省时间", HOLDS: "：确有加速",
+           NOT_RESOLVED: f"：加速{NOT_RESOLVED_ZH}，零不带来可分辨的加速"}[_speedup(m, decider)]
+    return (f"一半权重随机置零后，同一矩阵乘法在 GPU 上的速度为原来的 {fmt(gpu, '×')}（CPU 上 {fmt(cpu, '×')}）{why}"
+            f"{_noise_note_zh(m, decider)}")
 
 
 def _split_zh(m: Values) -> str:
@@ -90,11 +137,11 @@ def _split_zh(m: Values) -> str:
 
 
 def _mixed_zh(m: Values) -> str:
-    a0, a2, s0 = m.get("ch10.mixed.acc.k0"), m.get("ch10.mixed.acc.k2"), m.get("ch10.mixed.cuda.speed.k0")
-    slow = "" if s0 is None else ("：eager 的 INT8 层比 FP16 层慢" if s0 < 1 - NEUTRAL else
-                                  "：INT8 层比 FP16 层快" if s0 > 1 + NEUTRAL else "：两者速度相当")
+    a0, a2, s0 = m.get("ch10.mixed.acc.k0"), m.get("ch10.mixed.acc.k2"), m.get(MIXED_K0)
+    slow = {NOT_MEASURED: "", FAILS: "：eager 的 INT8 层比 FP16 层慢", HOLDS: "：INT8 层比 FP16 层快",
+            NOT_RESOLVED: f"：两者速度{NOT_RESOLVED_ZH}"}[_speedup(m, MIXED_K0)]
     return (f"全部 INT8 时准确率 {fmt(a0, '%')}，两层保留浮点时 {fmt(a2, '%')}；全部 INT8 的 GPU 速度是全 FP16 的 "
-            f"{fmt(s0, '×')}{slow}")
+            f"{fmt(s0, '×')}{slow}{_noise_note_zh(m, MIXED_K0)}")
 
 
 CLAIMS: tuple[registry.Claim, ...] = (
@@ -123,9 +170,7 @@ CLAIMS: tuple[registry.Claim, ...] = (
         _nhwc, "chapter 10 §5 timings; cuDNN API reference (cudnnSetTensor4dDescriptorEx, CUDNN_TENSOR_NHWC)",
         ("ch10.layout.fp16_nhwc_speedup", "ch10.layout.int8_nhwc_speedup"),
         baseline="the same convolutions in NCHW; the cuDNN API reference for the call",
-        summary_zh=lambda m: (f"NHWC ÷ NCHW 速度：FP16 3x3 卷积 {fmt(m.get('ch10.layout.fp16_nhwc_speedup'), '×')}，"
-                              f"INT8 1x1 卷积 {fmt(m.get('ch10.layout.int8_nhwc_speedup'), '×')}；"
-                              "cudnnSetTensor4dDescriptorEx 的尺寸顺序是 N、C、H、W，讲义的参数顺序和步长都不对")),
+        summary_zh=_nhwc_zh),
     registry.Claim(
         "ch10.mixed_precision", 10, "notes 3 §4.2",
         "Keeping the key layers in FP16 and the rest in INT8 balances speed and accuracy.",

@@ -1,8 +1,11 @@
-"""The verdicts that chapter 10 prints about its measurements, computed from the numbers.
+"""The verdicts that chapter 10 prints about its measurements, computed from the numbers and their noise.
 
 Each function takes the measured values (live, or stored and labelled by helpers.findings) and
 returns the words of the verdict, so the notebook's explanation is the same with or without a GPU
-and can never disagree with the table above it.
+and can never disagree with the table above it. A speed ratio is judged by the spread of its
+interleaved rounds (``rounds``, stored with the record): one whose spread holds 1 is "not resolved at
+this noise", never "faster" or "no change". A record stored without a spread is read by its bare
+number, and the verdict says that its noise is unknown (``NO_SPREAD``).
 
 Serves: chapter 10.
 """
@@ -12,52 +15,130 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from helpers.errors import InputError
-from helpers.findings import NOT_RESOLVED, compare, spread_of
+from helpers.findings import NOT_RESOLVED, spread_of
+from helpers.spread import Spread
 
 NOTES_SPLIT_GAIN = 0.15  # lecture notes §6.3: first 1-2 layers on the CPU, ~15% end to end for video
 RECOVERED_PTS = 1.0  # "recovered": within this many points of FP32
+NO_SPREAD = "no spread is stored with these timings, so whether that is beyond the noise is unknown"
+NO_SPREAD_ZH = "这些计时没有保存噪声范围，无法判断差异是否超出噪声"
+ABOVE, BELOW, INSIDE, UNKNOWN = "above", "below", "inside", "no spread"
+
+
+def side(spread: Spread | None, limit: float = 1.0) -> str:
+    """Where a measured ratio lies against `limit` by its spread: ABOVE or BELOW when the spread excludes the
+    limit, INSIDE when it holds it (not resolved at this noise), UNKNOWN when the record stores no spread."""
+    if spread is None:
+        return UNKNOWN
+    if spread.contains(limit):
+        return INSIDE
+    return ABOVE if spread.lo > limit else BELOW
+
+
+def _interval(s: Spread) -> str:
+    """'0.98–1.10×' for a ratio's spread."""
+    return f"{s.lo:.2f}–{s.hi:.2f}×"
 
 
 def sparsity_gain(values: Mapping[str, float]) -> str:
-    """Verdict on 2:4 speed-ups {'f': FP16 2:4 / dense, 'i': INT8 2:4 / dense}."""
-    best = max(values["f"], values["i"])
-    if best >= 1.10:
+    """Verdict on 2:4 speed-ups {'f': FP16 2:4 / dense, 'i': INT8 2:4 / dense}, judged by their spreads."""
+    spreads = {k: spread_of(values, k) for k in ("f", "i")}
+    sides = {k: side(s) for k, s in spreads.items()}
+    if UNKNOWN in sides.values():
+        best = max(values["f"], values["i"])
+        word = ("by the numbers a 2:4 kernel is faster than the dense one, though below the 2× ceiling of the "
+                "datasheet" if best > 1 else "by the numbers both 2:4 kernels are slower than the dense ones"
+                if best < 1 else "by the numbers the best 2:4 kernel matches the dense one")
+        return f"{word}; {NO_SPREAD}"
+    if ABOVE in sides.values():
         return "a real gain on this stack, though below the 2× ceiling of the datasheet"
-    if best >= 0.97:
-        return "no gain on this stack: at best the 2:4 kernels match the dense ones"
-    return "a loss on this stack: both 2:4 kernels are slower than the dense ones"
+    if all(v == BELOW for v in sides.values()):
+        return "a loss on this stack: both 2:4 kernels are slower than the dense ones"
+    where = " and ".join(f"{'FP16' if k == 'f' else 'INT8'} {_interval(s)}" for k, s in spreads.items()
+                         if s is not None and sides[k] == INSIDE)
+    return f"no resolved gain on this stack: 2:4 against dense is {NOT_RESOLVED} ({where} over the rounds)"
 
 
 def dynamic_vs_static(values: Mapping[str, float]) -> str:
-    """Verdict comparing static {'s'} with dynamic {'d'} INT8 speed (both ÷ FP32)."""
-    return compare(values["s"], values["d"],
-                   above="static is faster here: the per-call range reduction it saves outweighs its extra "
-                         "quantize and dequantize conversions",
-                   below="dynamic is faster here: this eager static version's extra conversions cost more "
-                         "than the range reduction it saves",
-                   same="the two are about as fast here", tolerance=0.05)
+    """Verdict comparing static {'s'} with dynamic {'d'} INT8 speed (both ÷ FP32): a finding only when the two
+    ratios' spreads over the interleaved rounds do not overlap."""
+    s, d = values["s"], values["d"]
+    ss, sd = spread_of(values, "s"), spread_of(values, "d")
+    word = ("static is faster here: the per-call range reduction it saves outweighs its extra quantize and "
+            "dequantize conversions" if s > d else
+            "dynamic is faster here: this eager static version's extra conversions cost more than the range "
+            "reduction it saves" if s < d else "the two are equally fast here")
+    if ss is None or sd is None:
+        return f"by the numbers {word}; {NO_SPREAD}"
+    if ss.lo <= sd.hi and sd.lo <= ss.hi:
+        return (f"{NOT_RESOLVED}: over the rounds static ran at {_interval(ss)} and dynamic at {_interval(sd)} "
+                "FP32, and the two ranges overlap")
+    return word
 
 
 def fp8_model(values: Mapping[str, float]) -> str:
-    """Verdict on GEMM {'g'} vs whole-model FP8 {'f'} and INT8 {'i'} speed ratios over BF16."""
-    gemm = compare(values["g"], above="faster", below="slower", same="about as fast")
-    worst = min(values["f"], values["i"])
-    if worst < 0.97 and gemm == "faster":
-        return ("the GEMM alone is faster, but the eager models are slower than BF16: the separate "
-                "quantize and rescale passes cost more than the faster GEMMs save")
-    return f"the GEMM alone is {gemm} than BF16, and the models follow it"
+    """Verdict on GEMM {'g'} vs whole-model FP8 {'f'} and INT8 {'i'} speed ratios over BF16, judged by their
+    spreads (by the bare numbers, saying so, when the records store none)."""
+    spreads = {k: spread_of(values, k) for k in ("g", "f", "i")}
+    known = all(sp is not None for sp in spreads.values())
+    where = ({k: side(sp) for k, sp in spreads.items()} if known else
+             {k: ABOVE if values[k] > 1 else BELOW if values[k] < 1 else INSIDE for k in spreads})
+    words = {ABOVE: "faster than BF16", BELOW: "slower than BF16", INSIDE: f"{NOT_RESOLVED} against BF16"}
+    gemm = where["g"]
+    models = BELOW if BELOW in (where["f"], where["i"]) else ABOVE if where["f"] == where["i"] == ABOVE else INSIDE
+    if gemm == ABOVE and models == BELOW:
+        text = ("the GEMM alone is faster, but the eager models are slower than BF16: the separate quantize and "
+                "rescale passes cost more than the faster GEMMs save")
+    elif gemm == models:
+        text = f"the GEMM alone is {words[gemm]}, and the models follow it"
+    else:
+        text = f"the GEMM alone is {words[gemm]}; the eager models are {words[models]}"
+    return text if known else f"by the numbers {text}; {NO_SPREAD}"
 
 
 def layout_gain(values: Mapping[str, float]) -> str:
-    """Verdict on NHWC ÷ NCHW speed-ups {'f': FP16 conv, 'i': INT8 1x1 conv}."""
-    if min(values["f"], values["i"]) > 1.03:
-        bigger = "INT8" if values["i"] > values["f"] else "FP16"
+    """Verdict on NHWC ÷ NCHW speed-ups {'f': FP16 conv, 'i': INT8 1x1 conv}, judged by their spreads."""
+    names = {"f": "FP16", "i": "INT8"}
+    spreads = {k: spread_of(values, k) for k in names}
+    sides = {k: side(s) for k, s in spreads.items()}
+    bigger = "INT8" if values["i"] > values["f"] else "FP16"
+    if UNKNOWN in sides.values():
+        word = (f"by the numbers NHWC wins for both, by most for {bigger}" if min(values["f"], values["i"]) > 1
+                else "by the numbers NHWC does not win everywhere on this GPU")
+        return f"{word}; {NO_SPREAD}"
+    if all(v == ABOVE for v in sides.values()):
         return f"NHWC wins for both, by most for {bigger}"
-    return "NHWC does not win everywhere on this GPU"
+    if BELOW in sides.values():
+        return "NHWC does not win everywhere on this GPU: " + ", ".join(
+            f"{names[k]} {'loses' if v == BELOW else 'wins' if v == ABOVE else NOT_RESOLVED}"
+            for k, v in sides.items())
+    return "NHWC against NCHW: " + ", ".join(
+        f"{names[k]} {_interval(s)}, {NOT_RESOLVED}" if s is not None and sides[k] == INSIDE else f"{names[k]} wins"
+        for k, s in spreads.items())
 
 
-def mixed_precision(acc: Mapping[int, float], speed: Mapping[int, float], fp32_acc: float, where: str) -> str:
-    """The accuracy-and-speed reading of the mixed-precision curve, k = layers kept in floating point."""
+def _trend(s: list[float], spreads: list[Spread] | None) -> str:
+    """'rising', 'falling', 'flat' (the ends' spreads overlap: not resolved) or 'unsteady' for speeds by k; steps
+    and ends count only beyond their spreads, or by the bare numbers when no spreads are stored."""
+    if spreads is None:
+        up = [b > a for a, b in zip(s, s[1:])]
+        down = [b < a for a, b in zip(s, s[1:])]
+        ends_up, ends_down = s[-1] > s[0], s[-1] < s[0]
+    else:
+        up = [b.lo > a.hi for a, b in zip(spreads, spreads[1:])]
+        down = [b.hi < a.lo for a, b in zip(spreads, spreads[1:])]
+        ends_up, ends_down = spreads[-1].lo > spreads[0].hi, spreads[-1].hi < spreads[0].lo
+    if ends_up and not any(down):
+        return "rising"
+    if ends_down and not any(up):
+        return "falling"
+    return "flat" if not (ends_up or ends_down) else "unsteady"
+
+
+def mixed_precision(acc: Mapping[int, float], speed: Mapping[int, float], fp32_acc: float, where: str,
+                    spreads: Mapping[int, Spread] | None = None) -> str:
+    """The accuracy-and-speed reading of the mixed-precision curve, k = layers kept in floating point; the
+    speed's trend counts only beyond each k's spread over the interleaved rounds (`spreads`, by k)."""
     if not acc:
         raise InputError("mixed_precision needs the accuracy per k (layers kept in floating point).")
     ks = sorted(acc)
@@ -72,20 +153,24 @@ def mixed_precision(acc: Mapping[int, float], speed: Mapping[int, float], fp32_a
         lines.append("Speed: not measured on a GPU here, and no stored GPU run holds it.")
         return "\n".join(lines)
     s = [speed[k] for k in sk]
-    rising = all(b >= a * 0.97 for a, b in zip(s, s[1:])) and s[-1] > s[0] * 1.03
-    falling = all(b <= a * 1.03 for a, b in zip(s, s[1:])) and s[-1] < s[0] * 0.97
-    trend = (f"{s[0]:.2f}× the all-FP16 model with every layer in INT8, rising with every layer kept in "
-             f"floating point to {s[-1]:.2f}× at k={sk[-1]}")
-    if rising:
+    known = spreads is not None and all(k in spreads for k in sk)
+    trend = _trend(s, [spreads[k] for k in sk] if known and spreads is not None else None)
+    if trend == "rising":
+        text = (f"{s[0]:.2f}× the all-FP16 model with every layer in INT8, rising with every layer kept in "
+                f"floating point to {s[-1]:.2f}× at k={sk[-1]}")
         verdict = ("here the INT8 layers are the slow ones (each is a separate quantize, integer GEMM and "
                    "dequantize on small tensors), so keeping layers in floating point buys accuracy and speed")
-    elif falling:
-        trend = f"{s[0]:.2f}× the all-FP16 model with every layer in INT8, falling to {s[-1]:.2f}× at k={sk[-1]}"
+    elif trend == "falling":
+        text = f"{s[0]:.2f}× the all-FP16 model with every layer in INT8, falling to {s[-1]:.2f}× at k={sk[-1]}"
         verdict = "here INT8 pays, and every layer kept in floating point costs speed"
     else:
-        trend = "between " + ", ".join(f"{v:.2f}×" for v in s) + " of the all-FP16 model"
-        verdict = "the speed does not move steadily with k here"
-    lines.append(f"Speed ({where}): {trend}: {verdict}.")
+        text = "between " + ", ".join(f"{v:.2f}×" for v in s) + " of the all-FP16 model"
+        verdict = ("the speed does not move steadily with k here" if trend == "unsteady" else
+                   f"from every layer in INT8 to k={sk[-1]} the speed is {NOT_RESOLVED}" if known else
+                   f"the speed at k={sk[-1]} equals the speed with every layer in INT8")
+    if not known:
+        verdict = f"by the numbers {verdict}; {NO_SPREAD}"
+    lines.append(f"Speed ({where}): {text}: {verdict}.")
     return "\n".join(lines)
 
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from helpers.bench import timeit
+from helpers.bench import timeit_interleaved
+from helpers.chapters.ch10_beyond_int8.rounds import ROUNDS, paired_ratio, speed_ratio, with_spread
 from helpers.errors import InputError
 from helpers.validation import require_choice, require_float, require_int_range
 
@@ -132,7 +133,11 @@ def fine_tune(model: Any, masks: dict[str, Any], batches: Iterable[Any], *, step
 
 def dense_with_zeros_times(m: int = 1024, n: int = 1024, k: int = 1024, device: str = "cpu",
                            repeats: int = 20) -> dict:
-    """Dense matmul time with a full weight vs the same weight 50% zero (unstructured): the zeros are not skipped."""
+    """Dense matmul time with a full weight vs the same weight 50% zero (unstructured): the zeros are not skipped.
+
+    'speed-up from zeros' is the median over interleaved rounds of dense ÷ zeros time, with the rounds'
+    spread as 'speed-up from zeros spread' (``rounds.extra(row, 'speed-up from zeros')`` stores it).
+    """
     require_choice(device, ("cpu", "cuda"), "device")
     torch = _torch()
     dt = torch.float16 if device == "cuda" else torch.float32
@@ -141,19 +146,21 @@ def dense_with_zeros_times(m: int = 1024, n: int = 1024, k: int = 1024, device: 
     w_sparse = w * mask_unstructured(w.float(), 0.5).to(dt)
     fns = {"dense": lambda: x @ w.t(), "zeros": lambda: x @ w_sparse.t()}
     if device == "cuda":
-        t = {k: timeit(f, backend="torch", repeats=repeats).median_s for k, f in fns.items()}
+        ratio, spread, ms = speed_ratio(fns["dense"], fns["zeros"], backend="torch",
+                                        per_round=max(1, repeats // ROUNDS))
+        ms_dense, ms_zero = ms["base ms"], ms["other ms"]
     else:
-        from helpers.bench import timeit_interleaved
-
-        t = {k: v.median_s for k, v in timeit_interleaved(fns, repeats=repeats).items()}
-    t_dense, t_zero = t["dense"], t["zeros"]
-    return {"device": device, "dense ms": t_dense * 1e3, "50% zeros ms": t_zero * 1e3,
-            "speed-up from zeros": t_dense / t_zero}
+        t = timeit_interleaved(fns, repeats=repeats)
+        ratio, spread = paired_ratio(t, "dense", "zeros")
+        ms_dense, ms_zero = t["dense"].median_ms, t["zeros"].median_ms
+    return with_spread({"device": device, "dense ms": ms_dense, "50% zeros ms": ms_zero,
+                        "speed-up from zeros": ratio}, "speed-up from zeros", spread)
 
 
 def semi_structured_speed(m: int = 8192, n: int = 8192, k: int = 8192, dtype: str = "float16",
                           repeats: int = 20) -> dict:
-    """GPU: y = x @ W.T with W dense vs W 2:4 (to_sparse_semi_structured); ms and speed-up, same run.
+    """GPU: y = x @ W.T with W dense vs W 2:4 (to_sparse_semi_structured); ms and speed-up (the median of
+    interleaved rounds, its spread as 'speed-up spread'), same run.
 
     Also the dense rate and the 2:4 rate counted as dense FLOPs (a 2x speed-up would double it),
     and which PyTorch 2:4 kernel class ran (CUTLASS or cuSPARSELt).
@@ -186,12 +193,13 @@ def semi_structured_speed(m: int = 8192, n: int = 8192, k: int = 8192, dtype: st
         sparse()
     except Exception as exc:  # noqa: BLE001 - the backend's refusal is the answer
         return {"skipped": f"{dtype} 2:4 kernels unavailable here: {type(exc).__name__}: {str(exc)[:160]}"}
-    t_dense = timeit(dense, backend="torch", repeats=repeats).median_s
-    t_sparse = timeit(sparse, backend="torch", repeats=repeats).median_s
+    ratio, spread, ms = speed_ratio(dense, sparse, backend="torch", per_round=max(1, repeats // ROUNDS))
+    t_dense, t_sparse = ms["base ms"] / 1e3, ms["other ms"] / 1e3
     flops = 2 * m * n * k
-    return {"dtype": dtype, "shape": f"{m}x{n}x{k}", "dense ms": t_dense * 1e3, "2:4 ms": t_sparse * 1e3,
-            "speed-up": t_dense / t_sparse, "dense TFLOP/s": flops / t_dense / 1e12,
-            "2:4 dense-equivalent TFLOP/s": flops / t_sparse / 1e12, "2:4 kernel": type(ws).__name__}
+    return with_spread({"dtype": dtype, "shape": f"{m}x{n}x{k}", "dense ms": t_dense * 1e3, "2:4 ms": t_sparse * 1e3,
+                        "speed-up": ratio, "dense TFLOP/s": flops / t_dense / 1e12,
+                        "2:4 dense-equivalent TFLOP/s": flops / t_sparse / 1e12, "2:4 kernel": type(ws).__name__},
+                       "speed-up", spread)
 
 
 def accuracy_study(model: Any, data: Any, *, steps: int = 60, batch_size: int = 128) -> list[dict]:

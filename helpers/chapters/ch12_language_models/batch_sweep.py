@@ -17,7 +17,8 @@ from collections.abc import Callable
 import torch
 
 from helpers import bench
-from helpers.chapters.ch12_language_models.gemv_bench import _clone, copies_for, time_calls, tinygemm_linear, tinygemm_weight
+from helpers.chapters.ch12_language_models.gemv_bench import _clone, copies_for, timed_calls, tinygemm_linear, tinygemm_weight
+from helpers.findings import NOT_RESOLVED
 from helpers.kernels import triton_gemv as tg
 from helpers.kernels import triton_wo_gemm as tw
 from helpers.kernels import wo_gemv as wg
@@ -138,10 +139,11 @@ def sweep(batches: tuple[int, ...] = BATCHES, repeats: int = 10) -> list[dict]:
         copies = [ws[scheme]] + [_copy(ws[scheme]) for _ in range(copies_for(nb, most=24) - 1)]
         for m in batches:
             x = torch.randn(_rows(scheme, m), K, device="cuda", dtype=torch.float16)
-            s = time_calls([_call(scheme, x, w) for w in copies], repeats)
+            s, noise = timed_calls([_call(scheme, x, w) for w in copies], repeats)
             flops = 2.0 * m * N * K
             rows.append({"scheme": scheme, "M": m, "µs": s * 1e6, "TFLOP/s": flops / s / 1e12,
-                         "bytes": nb + m * K * ACT_BYTES[scheme] + 2 * m * N})
+                         "bytes": nb + m * K * ACT_BYTES[scheme] + 2 * m * N,
+                         "lo_us": noise.lo * 1e6, "hi_us": noise.hi * 1e6})
         del copies
         torch.cuda.empty_cache()
     return rows
@@ -151,7 +153,7 @@ def record(rows: list[dict]) -> None:
     """Record each point as ch12.sweep.<scheme>.b<M> (TFLOP/s, with µs and bytes)."""
     for r in rows:
         bench.record(f"ch12.sweep.{r['scheme'].replace(' ', '_')}.b{r['M']}", r["TFLOP/s"], "TFLOP/s",
-                     us=r["µs"], bytes=r["bytes"], M=r["M"])
+                     us=r["µs"], bytes=r["bytes"], M=r["M"], **{k: r[k] for k in ("lo_us", "hi_us") if k in r})
 
 
 def crossovers(rows: list[dict]) -> dict[str, int | None]:
@@ -163,6 +165,39 @@ def crossovers(rows: list[dict]) -> dict[str, int | None]:
     stop = next((m for m in ms if w4(m) >= by[("fp16", m)]), None)
     take = next((m for m in ms if a8(m) <= min(v for (s, mm), v in by.items() if mm == m)), None)
     return {"w4a16_stops_paying_at_M": stop, "w8a8_or_fp8_fastest_from_M": take}
+
+
+def _fastest(rows: list[dict], m: int, schemes: tuple[str, ...] | None, exclude: tuple[str, ...] = ()) -> dict | None:
+    """The fastest row at batch m among `schemes` (None: all but `exclude`)."""
+    sel = [r for r in rows if r["M"] == m and (r["scheme"] in schemes if schemes else r["scheme"] not in exclude)]
+    return min(sel, key=lambda r: r["µs"]) if sel else None
+
+
+def _noise(a: dict | None, b: dict | None) -> str:
+    """'' when two sweep points' p10..p90 do not overlap, else 'not resolved at this noise'; 'no spread stored'
+    when either point keeps none."""
+    if not a or not b or "lo_us" not in a or "lo_us" not in b:
+        return "no spread stored"
+    return NOT_RESOLVED if a["lo_us"] <= b["hi_us"] and b["lo_us"] <= a["hi_us"] else ""
+
+
+def crossover_sentence(rows: list[dict], cross: dict[str, int | None]) -> str:
+    """Where weight-only INT4 stops beating FP16 and where an 8-bit-activation GEMM is the fastest, each with
+    whether the two points compared there are apart by more than their spread."""
+    w4, a8 = ("w4a16", "w4a16 tinygemm"), ("w8a8 int8", "w8a8 int8 cublas", "w8a8 fp8")
+    parts = []
+    for key, what, where, pair in (
+            ("w4a16_stops_paying_at_M", "Weight-only INT4 stops beating FP16", "at",
+             lambda m: (_fastest(rows, m, w4), _fastest(rows, m, ("fp16",)))),
+            ("w8a8_or_fp8_fastest_from_M", "an 8-bit-activation GEMM (INT8 or FP8) is the fastest", "from",
+             lambda m: (_fastest(rows, m, a8), _fastest(rows, m, None, a8)))):
+        m = cross.get(key)
+        if m is None:
+            parts.append(f"{what}: not within the batches measured")
+            continue
+        noise = _noise(*pair(m))
+        parts.append(f"{what} {where} M = {m}" + (f" ({noise} at that M)" if noise else ""))
+    return "; ".join(parts) + "."
 
 
 def math_precision(scheme: str) -> str:
@@ -180,10 +215,11 @@ def roof_points(rows: list[dict]) -> list[RoofPoint]:
 
 def rows_from_records(records: list[bench.Record]) -> list[dict]:
     """Sweep rows rebuilt from ch12.sweep.* records (stored reference)."""
-    out = []
+    out: list[dict] = []
     for r in records:
         parts = r.name.split(".")
         if len(parts) == 4 and "us" in r.extra:
             out.append({"scheme": parts[2].replace("_", " "), "M": int(r.extra["M"]), "µs": r.extra["us"],
-                        "TFLOP/s": r.value, "bytes": r.extra["bytes"]})
+                        "TFLOP/s": r.value, "bytes": r.extra["bytes"],
+                        **{k: r.extra[k] for k in ("lo_us", "hi_us") if k in r.extra}})
     return out

@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from helpers import bench
+from helpers import bench, spread
 from helpers.chapters.ch12_language_models import batch_sweep, decode_bench, gemv_bench, path_bench, timing
 from helpers.kernels import wo_gemv as wg
 from helpers.perf.roofline import measure_bandwidth_gbs
@@ -91,8 +91,10 @@ def tune(shapes: tuple[tuple[int, int], ...] = gemv_bench.SHAPES, budget_s: floa
 def gemv_section(d2d_gbs: float) -> list[dict]:
     """The GEMV table (GPU), recorded: per-kernel times with their spread, and the headline ratios."""
     rows = gemv_bench.gemv_table()
+    spreads = gemv_bench.headline_spreads(rows)
     for name, v in gemv_bench.headline(rows, d2d_gbs).items():
-        bench.record(name, v, "GB/s" if name.endswith("gbs") else "ratio")
+        bench.record(name, v, "GB/s" if name.endswith("gbs") else "ratio",
+                     **(spreads[name].extra() if name in spreads else {}))
     gemv_bench.record_rows(rows, "gemv")
     return rows
 
@@ -133,8 +135,12 @@ def decode_section(d2d_gbs: float, layers: int = 32) -> tuple[list[dict], dict[s
                      r["tokens/s"], "tokens/s", layers=layers, context=shape.context, weight_gbs=r["weight GB/s"],
                      ms_per_token=r["ms/token"], **sp.extra())
     ratio = {r["path"]: r["× fastest FP16"] for r in rows}
-    bench.record("llm.decode.w4a16_over_fp16", ratio["w4a16 fused (CUDA)"], "ratio", layers=layers)
-    bench.record("llm.decode.w8a16_over_fp16", ratio["w8a16 fused (CUDA)"], "ratio", layers=layers)
+    fp16 = min((p for p in m["spread"] if p.startswith("fp16")), key=lambda p: m["spread"][p].median)
+    for kind in ("w4a16", "w8a16"):
+        path = f"{kind} fused (CUDA)"
+        s, base = m["spread"][path].samples_us, m["spread"][fp16].samples_us  # µs per step: lower is faster
+        noise = spread.Spread(min(base) / max(s), max(base) / min(s), f"min..max of {len(s)} interleaved rounds")
+        bench.record(f"llm.decode.{kind}_over_fp16", ratio[path], "ratio", layers=layers, **noise.extra())
     bench.record("ch12.decode.fp16_fused_over_eager", max(ratio["fp16 fused (CUDA)"], ratio["fp16 fused (Triton)"])
                  / ratio["fp16 eager (cuBLAS)"], "ratio")
     for kind, sp in (("w4a16", split), ("w8a16", split8)):

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
 
-from helpers import bench
+from helpers import bench, spread
 from helpers.chapters.ch12_language_models import timing
 from helpers.kernels import triton_gemv as tg
 from helpers.kernels import wo_gemv as wg
@@ -39,9 +39,14 @@ def copies_for(nbytes: int, target: int = 6 * L2_BYTES, most: int = 96) -> int:
 
 def time_calls(calls: list[Callable[[], Any]], repeats: int = 15) -> float:
     """Seconds per call of a list of calls, captured back to back in one CUDA graph."""
+    return timed_calls(calls, repeats)[0]
+
+
+def timed_calls(calls: list[Callable[[], Any]], repeats: int = 15) -> tuple[float, spread.Spread]:
+    """(median seconds per call, its p10..p90 spread in seconds per call) of a list of calls in one CUDA graph."""
     graph_fn = timing.graph(lambda: [c() for c in calls])
     t = bench.timeit(graph_fn, backend="torch", warmup=3, repeats=repeats)
-    return t.median_s / len(calls)
+    return t.median_s / len(calls), spread.of_timing(t, lambda sec: sec / len(calls))
 
 
 def tinygemm_weight(w4: wo.W4Weight) -> tuple[torch.Tensor, torch.Tensor]:
@@ -174,6 +179,35 @@ def headline(rows: list[dict], d2d_gbs: float) -> dict[str, float]:
     return {k: v for k, v in out.items() if math.isfinite(v)}
 
 
+def _us_range(row: dict | None) -> tuple[float, float] | None:
+    """(min, max) µs over the row's interleaved rounds, None when the row keeps no spread."""
+    sp = (row or {}).get("spread")
+    return (sp["min_us"], sp["max_us"]) if sp and "min_us" in sp and "max_us" in sp else None
+
+
+def headline_spreads(rows: list[dict]) -> dict[str, spread.Spread]:
+    """The spread of each headline GEMV ratio with a target, from its rows' min..max over the rounds.
+
+    Per 7B shape the ratio's interval is (slowest baseline / fastest kernel round .. fastest baseline / slowest
+    kernel round); the headline's interval is the geometric mean of those ends, as the headline is of the medians.
+    A name is left out when any of its rows keeps no spread."""
+    seven = [f"{n}×{k}" for n, k in SHAPES_7B]
+    by = {(r["N×K"], r["kernel"]): r for r in rows}
+    pairs = {"llm.gemv.w8a16_over_fp16": ("fp16 cuBLAS", _course(rows, "w8a16")),
+             "llm.gemv.w4a16_over_fp16": ("fp16 cuBLAS", _course(rows, "w4a16")),
+             "llm.gemv.w4a16_over_tinygemm": ("w4a16 tinygemm", _course(rows, "w4a16"))}
+    out = {}
+    for name, (base, kernel) in pairs.items():
+        ends = [(_us_range(by.get((s, base))), _us_range(by.get((s, kernel)))) for s in seven]
+        if not all(b and k for b, k in ends):
+            continue
+        lo = timing.geomean([b[0] / k[1] for b, k in ends])  # type: ignore[index]
+        hi = timing.geomean([b[1] / k[0] for b, k in ends])  # type: ignore[index]
+        rounds = min(by[(s, kernel)]["spread"].get("rounds", 0) for s in seven)
+        out[name] = spread.Spread(lo, hi, f"min..max of {rounds} interleaved rounds, geometric mean over the 7B shapes")
+    return out
+
+
 def record_rows(rows: list[dict], table: str, prefix: str = "ch12.gemv") -> None:
     """Record each row as <prefix>.<kernel>.<NxK> (µs), with its spread, the kernel key and the table's name."""
     for r in rows:
@@ -209,10 +243,23 @@ HEADLINES = (("llm.gemv.w8a16_over_fp16", "W8A16 GEMV over FP16 cuBLAS (7B shape
              ("ch12.gemv.w4a16_over_fastest_fp16", "W4A16 GEMV over the fastest FP16 GEMV of the table"))
 
 
-def target_line(name: str, what: str) -> str:
-    """'<what>: value (target ...: met/not met). (where from)', or the value alone for a name without a target."""
+def target_line(name: str, what: str, rows: list[dict] | None = None) -> str:
+    """'<what>: value (target ...: met/not met/not resolved at this noise). (where from)', or the value alone for a
+    name without a target. A record stored without its spread gets it from the table's `rows` (`headline_spreads`):
+    a target inside that spread is "not resolved at this noise", never met or missed."""
     from helpers import findings, reference
 
-    if name in reference.TARGETS_BY_NAME:
+    t = reference.TARGETS_BY_NAME.get(name)
+    if t is None:
+        return findings.sentence(f"{what}: {{x:.3g}}.", {"x": name})
+    derived = headline_spreads(rows).get(name) if rows else None
+    if derived is None or t.value is None:
         return findings.against_target(name, what)
-    return findings.sentence(f"{what}: {{x:.3g}}.", {"x": name})
+
+    def verdict(v: Mapping[str, float]) -> str:
+        s = findings.spread_of(v, "x") or derived
+        if s.contains(t.value):  # type: ignore[arg-type]
+            return f"target {t.text}: {findings.NOT_RESOLVED}, {s.lo:.3g}..{s.hi:.3g}, {s.method}"
+        return f"target {t.text}: {'met' if t.met(v['x']) else 'not met'}, {s.lo:.3g}..{s.hi:.3g}"
+
+    return findings.sentence(f"{what}: {{x:.3g}} ({{verdict}}).", {"x": name}, verdict)

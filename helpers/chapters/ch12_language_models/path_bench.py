@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from helpers import bench
+from helpers.findings import NOT_RESOLVED
 from helpers.chapters.ch12_language_models import gemv_bench, timing
 from helpers.kernels import wo_gemv as wg
 from helpers.quant import weight_only as wo
@@ -162,17 +163,36 @@ def with_traffic(rows: list[dict]) -> list[dict]:
     return out
 
 
+def unresolved(a: dict | None, b: dict | None) -> bool | None:
+    """True when two rows' µs min..max over the rounds overlap (their difference is noise), None without spreads."""
+    sa, sb = (a or {}).get("spread"), (b or {}).get("spread")
+    if not sa or not sb:
+        return None
+    return sa["min_us"] <= sb["max_us"] and sb["min_us"] <= sa["max_us"]
+
+
+def _order(a: dict, b: dict, a_name: str, b_name: str) -> str:
+    """'A ahead of B', 'B ahead of A', or 'not resolved at this noise' (or 'no spread stored') from two timed rows."""
+    same = unresolved(a, b)
+    if same:
+        return f"{a_name} vs {b_name}: {NOT_RESOLVED}"
+    first, second = (a_name, b_name) if a["µs"] < b["µs"] else (b_name, a_name)
+    return f"{first} ahead of {second}" + (", no spread stored" if same is None else "")
+
+
 def batch_summary(rows: list[dict]) -> str:
-    """Per batch M: the course's W4A16 and tinygemm over FP16 cuBLAS, and the W4A16 kernel's activation traffic."""
+    """Per batch M: the course's W4A16 and tinygemm over FP16 cuBLAS, which of the three is ahead (at the rounds'
+    noise), and the W4A16 kernel's activation traffic."""
     rows = with_traffic(rows)
     parts = []
     for m in sorted({r["M"] for r in rows}):
         by = {r["kernel"]: r for r in rows if r["M"] == m}
-        w4, tiny = by.get("w4a16 CUDA"), by.get("w4a16 tinygemm")
+        w4, tiny, fp16 = by.get("w4a16 CUDA"), by.get("w4a16 tinygemm"), by.get("fp16 cuBLAS")
         if w4 and tiny:
+            order = [_order(w4, tiny, "CUDA", "tinygemm")] + ([_order(w4, fp16, "CUDA", "FP16")] if fp16 else [])
             parts.append(f"M = {m}: W4A16 CUDA {w4['× FP16 cuBLAS']:.2f}×, tinygemm {tiny['× FP16 cuBLAS']:.2f}× FP16 "
-                         f"cuBLAS, the CUDA kernel reading {w4.get('activation B / weight B', float('nan')):.1f} "
-                         "bytes of activations per weight byte")
+                         f"cuBLAS ({'; '.join(order)}), the CUDA kernel reading "
+                         f"{w4.get('activation B / weight B', float('nan')):.1f} bytes of activations per weight byte")
     return "; ".join(parts) + "."
 
 
@@ -181,7 +201,8 @@ def path_summary(rows: list[dict]) -> str:
     parts = []
     for (shape, kind) in dict.fromkeys((r["N×K"], r["kernel"]) for r in rows if r["kernel"] != "fp16"):
         sel = [r for r in rows if r["N×K"] == shape and r["kernel"] == kind]
-        steps = ", ".join(f"{r['step']} {r['× step before']:.2f}×" for r in sel[1:])
+        steps = ", ".join(f"{r['step']} {r['× step before']:.2f}×" + (f" ({NOT_RESOLVED})" if unresolved(b, r) else "")
+                          for b, r in zip(sel, sel[1:]))
         parts.append(f"{kind} at {shape}: {steps}; the last step runs {sel[-1]['× FP16 cuBLAS']:.2f}× FP16 cuBLAS "
                      f"and {sel[-1]['× FP16 cuBLAS'] / sel[0]['× FP16 cuBLAS']:.1f}× the naive kernel")
     return "; ".join(parts) + "."
@@ -314,9 +335,12 @@ def _norm(name: str) -> str:
     return name.replace(" ", "").replace("-", "").replace("_", "").lower()
 
 
-def _step_verdict(gain: float, changes: dict[str, float]) -> str:
-    """What one step's speed-up says, given how much each count fell (after / before: load instructions, ...)."""
+def _step_verdict(gain: float, changes: dict[str, float], noise: bool | None = False) -> str:
+    """What one step's speed-up says, given how much each count fell (after / before: load instructions, ...);
+    `noise` True when the two steps' times overlap over the rounds: then no verdict on the time is given."""
     fell = {k: v for k, v in changes.items() if v < 0.85}
+    if noise:
+        return NOT_RESOLVED + (f": {', '.join(fell)} fell without a measurable change of time" if fell else "")
     if gain >= 1.05:
         return f"paid ({'fewer ' + min(fell, key=fell.get) if fell else 'more warps in flight'})"
     if gain <= 0.95:
@@ -340,7 +364,7 @@ def path_reasons(path_rows: list[dict], prof_rows: list[dict]) -> str:
             steps.append(f"{after['step']} {after['× step before']:.2f}× (instructions/weight "
                          f"{p0['instructions / weight']:.2f} → {p1['instructions / weight']:.2f}, L1 B/weight B "
                          f"{p0['L1 B / weight B']:.1f} → {p1['L1 B / weight B']:.1f}): "
-                         f"{_step_verdict(after['× step before'], changes)}")
+                         f"{_step_verdict(after['× step before'], changes, unresolved(before, after))}")
         if steps:
             parts.append(f"{kind} at {sel[0]['N×K']}: " + "; ".join(steps))
     return ". ".join(parts) + "." if parts else "No profile to compare the steps with."

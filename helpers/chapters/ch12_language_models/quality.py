@@ -1,7 +1,8 @@
 """Chapter 12's quality table: perplexity of the tiny LM under every scheme, with the lesson each row teaches.
 
 Every lesson is a sentence filled in from the measured numbers (the verdict words follow fixed thresholds
-on the change in perplexity: < 0.2 % none, < 1 % practically free, < 3 % small, < 10 % visible, else large).
+on the change in perplexity: < 0.2 % negligible, < 1 % practically free, < 3 % small, < 10 % visible, else large;
+a change whose interval reaches across a threshold names both ends' words).
 
 Noise: every row keeps its per-window losses (``_nll``), and a paired bootstrap over the held-out windows
 gives each comparison its 95 % interval. Every lesson that compares two rows prints that interval, and a
@@ -120,11 +121,14 @@ def shown(rows: list[dict]) -> list[dict]:
     return [{k: v for k, v in r.items() if k != "lesson" and not k.startswith("_")} for r in rows]
 
 
-def verdict(pct: float) -> str:
-    """A word for a change in perplexity of `pct` percent."""
+def verdict(pct: float, ci: spread.Spread | None = None) -> str:
+    """A word for a change in perplexity of `pct` percent; with its interval `ci`, both ends' words when the
+    interval reaches across a threshold (the band itself is then not resolved at this noise)."""
+    if ci is not None and (lo := verdict(ci.lo)) != (hi := verdict(ci.hi)):
+        return f"{lo} to {hi} at this noise"
     a = abs(pct)
     if a < 0.2:
-        return "no measurable change"
+        return "a change under 0.2 %, negligible"
     if a < 1:
         return "practically free"
     if a < 3:
@@ -168,7 +172,7 @@ def lesson(label: str, rows: list[dict]) -> str:
     row = _row(rows, label) or {}
     ci = row.get("_ci")
     inside = ci is not None and label != rows[0]["scheme"] and ci.contains(0.0)
-    v = f"{d:+.2f} % ({NOT_RESOLVED} against FP32)" if inside else f"{d:+.2f} % ({verdict(d)})"
+    v = f"{d:+.2f} % ({NOT_RESOLVED} against FP32)" if inside else f"{d:+.2f} % ({verdict(d, ci)})"
     per_row, rtn, tok = _d(rows, "W4A16 per channel"), _d(rows, "W4A16 g128"), _d(rows, "W8A8 INT8 per token")
     if label == "FP32":
         return f"the reference: perplexity {rows[0]['perplexity']:.2f} (a blind guess over 256 bytes scores 256)"

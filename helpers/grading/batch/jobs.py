@@ -23,6 +23,10 @@ from helpers.grading.batch import procs, sandbox
 from helpers.grading.batch.runner import RunResult, TestOutcome
 from helpers.grading.batch.worker import PROGRESS, RESULT
 
+# The folder that holds this grader's own helpers package: the worker imports it from there even where the
+# course is not pip-installed (a plain checkout run from its root), since the worker starts in a scratch folder.
+GRADER_ROOT = Path(__file__).resolve().parents[3]
+
 WORKER_ATTEMPTS = 3
 MIN_TEST_S = 30.0   # no test case gets less than this, however fast the reference was
 MARGIN_S = 180.0    # a worker gets its submission's total time plus this, then it is killed
@@ -88,15 +92,16 @@ def _run_once(job: dict, timeout: float) -> tuple[dict | None, str, str]:
     if STOP.is_set():
         raise Stopped
     proc = subprocess.Popen([sys.executable, "-m", "helpers.grading.batch.worker"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True,
-                            cwd=job["scratch"], env={**sandbox.ONE_THREAD, **os.environ, "MPLBACKEND": "Agg"})
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                            cwd=job["scratch"], env=_worker_env())
     with _LOCK:
         _LIVE.add(proc.pid)
     if STOP.is_set():  # stopped while it started: stop_all may not have seen it
         os.killpg(proc.pid, signal.SIGKILL)
     try:
-        out, _ = proc.communicate(json.dumps(dict(job, nonce=nonce)).encode(), timeout=timeout)
-        why = "" if proc.returncode == 0 else f"the grading worker ended with status {proc.returncode}"
+        out, err = proc.communicate(json.dumps(dict(job, nonce=nonce)).encode(), timeout=timeout)
+        why = "" if proc.returncode == 0 else (f"the grading worker ended with status {proc.returncode}"
+                                               + _last_line(err))
     except subprocess.TimeoutExpired:
         proc.kill()
         out, _ = proc.communicate()
@@ -121,6 +126,18 @@ def _run_once(job: dict, timeout: float) -> tuple[dict | None, str, str]:
         if ln.startswith(f"{RESULT}{nonce} "):
             return json.loads(ln[len(RESULT) + len(nonce) + 1:]), last, ""
     return None, last, "the grading worker sent no result"
+
+
+def _worker_env() -> dict[str, str]:
+    """The worker's environment: this one, one thread per library, and the grader's package first on its path."""
+    path = os.pathsep.join(p for p in (str(GRADER_ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    return {**sandbox.ONE_THREAD, **os.environ, "MPLBACKEND": "Agg", "PYTHONPATH": path}
+
+
+def _last_line(err: bytes) -> str:
+    """': <the worker's last line on stderr>' (its own error, never the student's output), or ''."""
+    lines = [ln.strip() for ln in err.decode(errors="replace").splitlines() if ln.strip()]
+    return f": {lines[-1][:300]}" if lines else ""
 
 
 def _family(pids: set[int]) -> set[int]:

@@ -15,14 +15,20 @@ from __future__ import annotations
 import json
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from helpers.errors import InputError
 from helpers.grading import wire
 from helpers.grading.batch import limits, procs
 from helpers.grading.batch.kernel_session import Session, short
 from helpers.grading.batch.sandbox import Sandbox
+from helpers.grading.compare import BadAnswer
+
+if TYPE_CHECKING:
+    from helpers.grading.batch.sent_kernels import Notebook
+    from helpers.grading.kernel_source import SentKernel
 
 MAX_ATTEMPTS = 4
 START_ATTEMPTS = 3
@@ -51,6 +57,7 @@ class TestCell:
     function: str = ""
     run: str | None = None
     cases: list[TestCase] = field(default_factory=list)
+    kernel: bool = False  # a kernel lab's test: the worker launches the kernel itself (sent_kernels)
 
 
 @dataclass
@@ -103,8 +110,11 @@ def _start(make_sandbox: Callable[[], Sandbox], limits: Limits, deadline: float)
 def run_submission(cells: list[str], tests: list[TestCell], make_sandbox: Callable[[], Sandbox],
                    limits: Limits, judge: Callable[[str, Any, Any], None],
                    progress: Callable[[str], None] = lambda s: None, skip: set[int] | None = None,
-                   bad_tests: dict[str, str] | None = None) -> RunResult:
-    """Run a submission's code cells, then its tests; `judge(exercise, got, expected)` raises AssertionError."""
+                   bad_tests: dict[str, str] | None = None, notebook: Notebook | None = None) -> RunResult:
+    """Run a submission's code cells, then its tests; `judge(exercise, got, expected)` raises AssertionError.
+
+    With `notebook` (the submission's functions), kernel tests are launched here from the kernel's description.
+    """
     start = time.monotonic()
     deadline = start + limits.total_timeout
     skip = set(skip or ())  # student cells that killed or hung the kernel (or the worker)
@@ -119,7 +129,7 @@ def run_submission(cells: list[str], tests: list[TestCell], make_sandbox: Callab
         try:
             restart = _run_cells(session, cells, skip, result, progress)
             if not restart:
-                restart = _run_tests(session, tests, bad_tests, result, judge, progress)
+                restart = _run_tests(session, tests, bad_tests, result, judge, progress, notebook)
         finally:
             session.close()
             procs.kill_descendants()
@@ -201,12 +211,12 @@ def _case_message(case: TestCase, text: str) -> str:
     return f"case '{case.label}': {text}"
 
 
-def _call(session: Session, t: TestCell, case: TestCase, judge: Callable[[str, Any, Any], None]) -> tuple[str, str]:
-    """Ask the kernel for one answer and judge it here; return (verdict, message), verdict pass/fail/broken."""
+def _ask(session: Session, t: TestCell, run: str | None, case: TestCase) -> tuple[str, Any]:
+    """The kernel's answer for `run(fn, *case)`: ('answer', value), or (pass/fail/broken verdict, message)."""
     token = secrets.token_hex(8)
     payload = wire.dumps({"args": tuple(case.args), "kwargs": dict(case.kwargs)})
     code = (f"__import__('helpers.grading.probe', fromlist=['answer']).answer("
-            f"{t.function!r}, {t.run!r}, {payload!r}, {token!r})")
+            f"{t.function!r}, {run!r}, {payload!r}, {token!r})")
     status, ename, evalue = session.run(code, timeout=case.timeout)
     if session.broken(status):
         over = session.limit_reason()
@@ -238,17 +248,73 @@ def _call(session: Session, t: TestCell, case: TestCase, judge: Callable[[str, A
     if kind != "answer":
         prefix = "your function raised " if kind == "error" else ""
         return "fail", prefix + short(m.get("message", ""))
+    return "answer", m.get("answer")
+
+
+def _judged(judge: Callable[[], None]) -> tuple[str, str]:
+    """(pass, '') or (fail, why) of one judgement made here."""
     try:
-        judge(t.exercise, m.get("answer"), case.expected)
-    except AssertionError as err:
+        judge()
+    except (AssertionError, BadAnswer, InputError) as err:
         return "fail", short(err)
     except Exception as exc:  # noqa: BLE001 - a malformed answer fails its case, explained
         return "fail", f"your answer could not be checked ({type(exc).__name__}: {short(exc, 300)})"
     return "pass", ""
 
 
+def _call(session: Session, t: TestCell, case: TestCase, judge: Callable[[str, Any, Any], None]) -> tuple[str, str]:
+    """Ask the kernel for one answer and judge it here; return (verdict, message), verdict pass/fail/broken."""
+    kind, got = _ask(session, t, t.run, case)
+    if kind != "answer":
+        return kind, got
+    return _judged(lambda: judge(t.exercise, got, case.expected))
+
+
+def _kernel_case(session: Session, t: TestCell, case: TestCase, stand: SentKernel,
+                 judge: Callable[[str, Any, Any], None]) -> tuple[str, str]:
+    """One case of a kernel test, launched here on the grader's inputs from the kernel's vetted description."""
+    from helpers.grading.batch.sent_kernels import Notebook
+    from helpers.grading.kernel_source import RunsPython
+
+    try:
+        got = Notebook.launch(t.exercise, stand, case)
+    except RunsPython:  # a device function called from Python: the student's answer, then the helper's
+        kind, answer = _ask(session, t, t.run, case)
+        if kind != "answer":
+            return kind, answer
+        return _judged(lambda: Notebook.judge_device(t.exercise, str(t.run), stand, answer, case, judge))
+    except (BadAnswer, InputError) as err:
+        return "fail", short(err)
+    except Exception as exc:  # noqa: BLE001 - the course runner failed on this kernel: said, never a traceback
+        return "fail", f"the grader could not launch your kernel ({type(exc).__name__}: {short(exc, 300)})"
+    return _judged(lambda: judge(t.exercise, got, case.expected))
+
+
+def _cases(session: Session, t: TestCell, judge: Callable[[str, Any, Any], None],
+           notebook: Notebook | None) -> Iterator[tuple[TestCase, str, str]]:
+    """(case, verdict, message) of each case in turn; a kernel test asks the kernel once, for its description."""
+    if not (t.kernel and notebook is not None and t.cases):
+        for case in t.cases:
+            yield (case, *_call(session, t, case, judge))
+        return
+    from helpers.grading.batch.sent_kernels import DESCRIPTION
+
+    kind, data = _ask(session, t, DESCRIPTION, TestCase("", (), {}, None, t.cases[0].timeout))
+    if kind != "answer":
+        yield TestCase("", (), {}, None), kind, data
+        return
+    try:
+        stand = notebook.stand_in(data)
+    except BadAnswer as err:  # one clear line, for the whole test
+        yield TestCase("", (), {}, None), "fail", short(err)
+        return
+    for case in t.cases:
+        yield (case, *_kernel_case(session, t, case, stand, judge))
+
+
 def _run_tests(session: Session, tests: list[TestCell], bad_tests: dict[str, str], result: RunResult,
-               judge: Callable[[str, Any, Any], None], progress: Callable[[str], None]) -> bool:
+               judge: Callable[[str, Any, Any], None], progress: Callable[[str], None],
+               notebook: Notebook | None = None) -> bool:
     """Reset the shell, then judge each test; return True when a call killed the kernel (restart)."""
     problem = _reset(session)
     if problem:
@@ -260,8 +326,7 @@ def _run_tests(session: Session, tests: list[TestCell], bad_tests: dict[str, str
         progress(f"test {t.grade_id}")
         t0 = time.monotonic()
         verdict, message = "pass", ""
-        for case in t.cases:
-            verdict, message = _call(session, t, case, judge)
+        for case, verdict, message in _cases(session, t, judge, notebook):
             if verdict == "broken":
                 bad_tests[t.grade_id] = f"this test {message} while calling your code"
                 return True

@@ -33,6 +33,21 @@ MODES = ("auto", "bwrap", "plain")
 # was many times slower on two threads than on one; this was seen while building the grader, not stored).
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 _SYSTEM_DIRS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib64", "/lib32")
+COURSE_ROOT = Path(__file__).resolve().parents[3]  # the grader's own checkout: never on a kernel's path
+
+
+def library_paths() -> list[Path]:
+    """The grader's own PYTHONPATH folders that a kernel needs for its libraries (e.g. packages installed with
+    ``pip --target``), read-only: never the course checkout, nor any folder that holds a ``helpers`` package."""
+    out: list[Path] = []
+    for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+        if not entry:
+            continue
+        p = Path(entry).resolve()
+        if (p.is_dir() and p not in out and not p.is_relative_to(COURSE_ROOT) and not COURSE_ROOT.is_relative_to(p)
+                and not (p / "helpers").exists()):
+            out.append(p)
+    return out
 
 
 @functools.cache
@@ -83,7 +98,8 @@ class Sandbox:
         """The kernel's environment: nothing of the grader's beyond what Python needs."""
         keep = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "TZ", *ONE_THREAD)}
         home = "/tmp" if self.mode == "bwrap" else str(self.workdir)
-        return dict(ONE_THREAD, **keep, HOME=home, PYTHONPATH=str(self.course), MPLBACKEND="Agg",
+        path = os.pathsep.join([str(self.course), *map(str, library_paths())])
+        return dict(ONE_THREAD, **keep, HOME=home, PYTHONPATH=path, MPLBACKEND="Agg",
                     PYTHONDONTWRITEBYTECODE="1", MPLCONFIGDIR=f"{home}/.mpl", NUMBA_CACHE_DIR=f"{home}/.numba",
                     WORKBOOK_CACHE=str(_model_cache()), TMPDIR="/tmp" if self.mode == "bwrap" else str(self.workdir),
                     PYDEVD_DISABLE_FILE_VALIDATION="1")
@@ -108,6 +124,8 @@ class Sandbox:
                 cmd += ["--ro-bind", d, d]
         for p in {Path(sys.base_prefix).resolve(), Path(sys.prefix), Path(sys.prefix).resolve()}:
             cmd += ["--ro-bind", str(p), str(p)]
+        for lib in library_paths():
+            cmd += ["--ro-bind", str(lib), str(lib)]
         cache = _model_cache()
         if cache.is_dir():
             cmd += ["--ro-bind", str(cache), str(cache)]

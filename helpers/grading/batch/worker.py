@@ -3,7 +3,9 @@
 It reads its job as JSON on stdin (never on its command line), adopts every process the submission
 starts, grades, prints ``@result <json>`` and kills whatever the submission left running. In
 "calibrate" mode it grades the official solution, computes every expected answer with the answer
-key (in this process) and measures how long each cell and test took on this machine.
+key (in this process) and measures how long each cell and test took on this machine. A kernel lab's kernel is
+launched here from its description, and only when its functions are defined in the submitted notebook
+(helpers.grading.batch.sent_kernels).
 
     python -m helpers.grading.batch.worker < job.json
 
@@ -69,10 +71,12 @@ def solution_tests(solution: dict) -> list[Any]:
                              f"see docs/instructors.md, 'Writing a lab'.")
         ex = get(call[0])
         cases = ex.visible() + list(ex.hidden() if ex.hidden else [])
+        from helpers.grading.batch.sent_kernels import describes_kernel
         from helpers.grading.batch.visible import ref
 
         tests.append(TestCell(gid, float(points), ex.id, call[1], ref(ex.run),
-                              [TestCase(c.label, tuple(c.args), dict(c.kwargs), None) for c in cases]))
+                              [TestCase(c.label, tuple(c.args), dict(c.kwargs), None) for c in cases],
+                              kernel=describes_kernel(ex.run)))
     return tests
 
 
@@ -100,7 +104,7 @@ def grade_job(job: dict, emit: Any = print) -> dict:
     import nbformat
 
     from helpers.grading import feedback, wire
-    from helpers.grading.batch import limits, overwrite
+    from helpers.grading.batch import limits, overwrite, sent_kernels
     from helpers.grading.batch.runner import Limits, run_submission
     from helpers.grading.batch.sandbox import Sandbox
 
@@ -111,6 +115,10 @@ def grade_job(job: dict, emit: Any = print) -> dict:
     scratch = Path(job["scratch"])
     solution = json.loads(Path(job["solution"]).read_text(encoding="utf-8"))
     tests = solution_tests(solution)
+    if any(t.kernel for t in tests):
+        if not sent_kernels.can_vet():
+            return {"outcomes": [], "notes": [], "not_graded": sent_kernels.CANNOT_VET}
+        sent_kernels.require_vetting()
     expected_file = Path(job["expected"])
     if job["mode"] == "calibrate":
         expected = _expected(tests)
@@ -146,9 +154,10 @@ def grade_job(job: dict, emit: Any = print) -> dict:
         groups = limits.Groups(job.get("cgroups", []), f"{os.getpid()}-{counter[0]}", res)
         return Sandbox(job["sandbox"], Path(job["course"]), work, conn, res, groups)
 
+    notebook = sent_kernels.Notebook(cells) if any(t.kernel for t in tests) else None
     result = run_submission(cells, tests, make_sandbox, Limits(**job["limits"]), _judge,
                             progress=lambda s: emit(PROGRESS + s, flush=True), skip=set(job.get("skip", [])),
-                            bad_tests=dict(job.get("bad_tests", {})))
+                            bad_tests=dict(job.get("bad_tests", {})), notebook=notebook)
     result.notes = restored + result.notes
     return dataclasses.asdict(result)
 

@@ -1,7 +1,7 @@
 """Time lab 11's GEMM steps on a GPU: naive → tiled → INT8 (your kernels), beside dp4a.cu and cuBLAS.
 
 Every kernel is first checked against an exact answer on the GPU (integer-valued float32 inputs make
-FP32 sums exact; INT8 is compared bit for bit after requantization), then timed with CUDA events.
+FP32 sums exact; INT8 is compared bit for bit after requantization), then timed with CUDA events (the median of repeated runs, recorded with its p10..p90 spread).
 Your tiled kernels are compiled once per tile size through ``helpers.kernels.pytwin``.
 
 The roofline has one roof per math precision (``show_roofline``): the FP32 steps under the measured
@@ -20,8 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from helpers import bench
+from helpers import bench, spread
 from helpers.kernels import gemm, pytwin
+from helpers.spread import Spread
 
 N = 4096
 TILES = (16, 32)
@@ -29,7 +30,8 @@ TILES = (16, 32)
 
 @dataclass(frozen=True)
 class Step:
-    """One timed GEMM: its record key, label, precision, operation count, bytes and median seconds."""
+    """One timed GEMM: its record key, label, precision, operation count, bytes, median seconds and, when timed
+    here, the p10..p90 spread of its seconds."""
 
     key: str
     label: str
@@ -37,6 +39,12 @@ class Step:
     ops: float
     bytes: float
     seconds: float
+    spread_s: Spread | None = None
+
+    def tops_spread(self) -> Spread | None:
+        """The p10..p90 spread of its TFLOP/s or TOPS (None when it was stored without one)."""
+        s = self.spread_s
+        return None if s is None else Spread(self.ops / s.hi / 1e12, self.ops / s.lo / 1e12, s.method)
 
     @property
     def tops(self) -> float:
@@ -69,7 +77,7 @@ def _timed(key: str, label: str, precision: str, n: int, launch: Callable[[], An
     width = 4 if precision == "fp32" else 1
     moved = n * n * (2.0 * width + (out_width or width))  # the minimum traffic: A and B read, C written once
     bar.update(1)
-    return Step(key, label, precision, float(bench.gemm_flops(n, n, n)), moved, t.median_s)
+    return Step(key, label, precision, float(bench.gemm_flops(n, n, n)), moved, t.median_s, spread.of_timing(t))
 
 
 def _tiles(steps: list[Step], make: Callable[[int], Step], tiles: tuple[int, ...], bar: Any) -> None:
@@ -186,13 +194,16 @@ SPEEDUPS = {  # record name: (faster step prefix, slower step prefix)
 def record(steps: list[Step], n: int = N) -> dict[str, float]:
     """Record each step's throughput and the speed-up of every step (same run); return the speed-ups."""
     for s in steps:
+        noise = s.tops_spread()
         bench.record(f"lab11.{s.key}_tops", s.tops, "TFLOP/s" if s.precision == "fp32" else "TOPS",
-                     label=s.label, ops=s.ops, bytes=s.bytes, n=n)
+                     label=s.label, ops=s.ops, bytes=s.bytes, n=n, **(noise.extra() if noise else {}))
     out = {}
     for name, (fast, slow) in SPEEDUPS.items():
         f, s = best(steps, fast), best(steps, slow)
         out[name] = f.tops / s.tops
-        bench.record(name, out[name], "ratio", ratio_of=[f.label, s.label])
+        fs, ss = f.tops_spread(), s.tops_spread()
+        noise = spread.ratio(fs, ss) if fs and ss else None
+        bench.record(name, out[name], "ratio", ratio_of=[f.label, s.label], **(noise.extra() if noise else {}))
     return out
 
 
@@ -205,8 +216,10 @@ def steps_from_records(records: Iterable[Any]) -> list[Step]:
     for r in records:
         if r.name.endswith("_tops") and r.extra.get("ops") and r.extra.get("bytes"):
             key = r.name[len("lab11."):-len("_tops")]
+            ops, tops = float(r.extra["ops"]), spread.of_extra(r.extra)
+            secs = None if tops is None else Spread(ops / tops.hi / 1e12, ops / tops.lo / 1e12, tops.method)
             out.append(Step(key, r.extra.get("label", key), "int8" if r.unit == "TOPS" else "fp32",
-                            float(r.extra["ops"]), float(r.extra["bytes"]), r.extra["ops"] / (r.value * 1e12)))
+                            ops, float(r.extra["bytes"]), ops / (r.value * 1e12), secs))
     return out
 
 

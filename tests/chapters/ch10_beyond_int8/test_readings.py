@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from helpers import claims
+from helpers import claims, findings
 from helpers.chapters.ch10_beyond_int8 import notes, pipeline, readings
 from helpers.errors import InputError
+from helpers.spread import Spread
 
 STORED_ACC = {0: 67.1, 1: 86.6, 2: 98.9, 4: 98.6, 10: 98.7}
 STORED_SPEED = {0: 0.3567, 1: 0.4019, 2: 0.4668, 4: 0.4989, 10: 1.0056}
@@ -30,20 +31,86 @@ def test_mixed_precision_reading_flips_when_int8_is_faster():
         readings.mixed_precision({}, {}, 98.7, "here")
 
 
-@pytest.mark.parametrize("f,i,word", [(0.8648, 0.9963, "no gain"), (1.45, 1.2, "real gain"), (0.7, 0.8, "a loss")])
-def test_sparsity_verdict(f, i, word):
-    assert word in readings.sparsity_gain({"f": f, "i": i})
+def spread(lo: float, hi: float) -> Spread:
+    """A planted spread of interleaved rounds."""
+    return Spread(lo, hi, "p10..p90 of 5 interleaved rounds")
+
+
+def measured(values: dict[str, float], **spreads: Spread) -> findings.Values:
+    """Values as helpers.findings hands them to a verdict, with the records' spreads."""
+    return findings.Values(values, spreads)
+
+
+@pytest.mark.parametrize("f,i,word", [(0.8648, 0.9963, "both 2:4 kernels are slower"), (1.0, 0.9, "matches the dense"),
+                                      (1.45, 1.2, "faster than the dense")])
+def test_sparsity_verdict_without_a_stored_spread_says_so(f, i, word):
+    text = readings.sparsity_gain({"f": f, "i": i})
+    assert word in text and readings.NO_SPREAD in text and text.startswith("by the numbers")
+
+
+def test_sparsity_verdict_is_judged_by_the_spread():
+    """Old rule: best >= 1.10 was a gain, >= 0.97 'no gain': a 1.04 inside its noise and outside it read alike."""
+    inside = readings.sparsity_gain(measured({"f": 1.04, "i": 0.9}, f=spread(0.98, 1.10), i=spread(0.85, 0.95)))
+    assert findings.NOT_RESOLVED in inside and "FP16 0.98–1.10×" in inside and "gain on this stack" in inside
+    outside = readings.sparsity_gain(measured({"f": 1.04, "i": 0.9}, f=spread(1.02, 1.06), i=spread(0.85, 0.95)))
+    assert outside.startswith("a real gain") and findings.NOT_RESOLVED not in outside
+    loss = readings.sparsity_gain(measured({"f": 0.81, "i": 0.91}, f=spread(0.80, 0.82), i=spread(0.90, 0.92)))
+    assert loss.startswith("a loss")
+
+
+def test_dynamic_vs_static_is_judged_by_the_spreads():
+    """Old rule: tolerance=0.05 made 1.48 vs 1.04 'static is faster' whatever the rounds said."""
+    assert "dynamic is faster" in readings.dynamic_vs_static({"d": 2.30, "s": 2.16})
+    assert readings.NO_SPREAD in readings.dynamic_vs_static({"d": 1.04, "s": 1.48})
+    overlap = measured({"d": 1.04, "s": 1.10}, d=spread(0.95, 1.12), s=spread(1.05, 1.20))
+    assert readings.dynamic_vs_static(overlap).startswith(findings.NOT_RESOLVED)
+    apart = measured({"d": 1.04, "s": 1.10}, d=spread(1.02, 1.06), s=spread(1.08, 1.12))  # 6 %: a finding now
+    assert readings.dynamic_vs_static(apart).startswith("static is faster")
+
+
+def test_layout_verdict_is_judged_by_the_spreads():
+    """Old rule: min(f, i) > 1.03 'wins for both': a 1.04 inside its noise counted as a win."""
+    assert "by most for INT8" in readings.layout_gain({"f": 1.51, "i": 6.93})
+    assert "not win everywhere" in readings.layout_gain({"f": 0.9, "i": 6.93})
+    assert readings.NO_SPREAD in readings.layout_gain({"f": 0.9, "i": 6.93})
+    inside = readings.layout_gain(measured({"f": 1.04, "i": 6.9}, f=spread(0.98, 1.10), i=spread(6.8, 7.0)))
+    assert f"FP16 0.98–1.10×, {findings.NOT_RESOLVED}" in inside and "INT8 wins" in inside
+    both = readings.layout_gain(measured({"f": 1.04, "i": 6.9}, f=spread(1.02, 1.06), i=spread(6.8, 7.0)))
+    assert both == "NHWC wins for both, by most for INT8"
+    loses = readings.layout_gain(measured({"f": 0.9, "i": 6.9}, f=spread(0.88, 0.92), i=spread(6.8, 7.0)))
+    assert "FP16 loses" in loses and "not win everywhere" in loses
 
 
 def test_other_verdicts_follow_the_numbers():
-    assert "dynamic is faster" in readings.dynamic_vs_static({"d": 2.30, "s": 2.16})
-    assert "static is faster" in readings.dynamic_vs_static({"d": 1.04, "s": 1.48})
     assert "slower than BF16" in readings.fp8_model({"g": 1.83, "f": 0.41, "i": 0.34})
     assert "follow it" in readings.fp8_model({"g": 1.83, "f": 1.3, "i": 1.2})
-    assert "by most for INT8" in readings.layout_gain({"f": 1.51, "i": 6.93})
-    assert "not win everywhere" in readings.layout_gain({"f": 0.9, "i": 6.93})
+    assert readings.NO_SPREAD in readings.fp8_model({"g": 1.83, "f": 1.3, "i": 1.2})
+
+
+def test_fp8_verdict_is_judged_by_the_spreads():
+    """Old rule: compare()'s 3 % tolerance made a 1.04 GEMM 'faster' whatever its noise."""
+    inside = measured({"g": 1.04, "f": 0.41, "i": 0.34}, g=spread(0.98, 1.10), f=spread(0.40, 0.42),
+                      i=spread(0.33, 0.35))
+    assert readings.fp8_model(inside).startswith(f"the GEMM alone is {findings.NOT_RESOLVED} against BF16")
+    outside = measured({"g": 1.04, "f": 0.41, "i": 0.34}, g=spread(1.02, 1.06), f=spread(0.40, 0.42),
+                       i=spread(0.33, 0.35))
+    assert readings.fp8_model(outside).startswith("the GEMM alone is faster, but the eager models are slower")
     assert "does not hold" in readings.split_claim({"g1": -0.2, "g2": -0.1})
     assert "holds here" in readings.split_claim({"g1": 0.02, "g2": 0.2})
+
+
+def test_mixed_precision_speed_trend_counts_only_beyond_the_spreads():
+    """Old rule: a rise of more than 3 % was a trend: 1.00 → 1.04 inside the rounds' noise read as 'rising'."""
+    flat = {0: 1.00, 2: 1.02, 10: 1.04}
+    noisy = {k: spread(v - 0.06, v + 0.06) for k, v in flat.items()}
+    text = readings.mixed_precision(STORED_ACC, flat, 98.7, "here", spreads=noisy)
+    assert f"speed is {findings.NOT_RESOLVED}" in text and "rising" not in text
+    tight = {k: spread(v - 0.005, v + 0.005) for k, v in flat.items()}
+    assert "rising" in readings.mixed_precision(STORED_ACC, flat, 98.7, "here", spreads=tight)
+    stored = readings.mixed_precision(STORED_ACC, STORED_SPEED, 98.7, "stored")
+    assert readings.NO_SPREAD in stored and "by the numbers here the INT8 layers are the slow ones" in stored
+    same = readings.mixed_precision(STORED_ACC, {0: 1.0, 10: 1.0}, 98.7, "here")
+    assert "equals the speed" in same and findings.NOT_RESOLVED not in same
 
 
 def test_pcie_bytes_match_the_tensors_the_cpu_stage_hands_over():
@@ -78,9 +145,9 @@ def test_notes_claims_are_registered_and_judged():
     assert "partly measured" in partly["verdict"] or partly["verdict"] == claims.FAILS
     assert claims.judge(claims.get("ch10.atomicadd_scale"), {"ch10.dynamic.atomicadd_in_range": 0.125})[
         "verdict"] == claims.FAILS
-    assert claims.judge(claims.get("ch10.unstructured_sparsity"), {
-        "ch10.sparsity.cpu_unstructured_speedup": 0.99, "ch10.sparsity.gpu_unstructured_speedup": 1.05})[
-        "verdict"] == claims.FAILS
+    bare = claims.judge(claims.get("ch10.unstructured_sparsity"), {  # no spreads: by the numbers, and says so
+        "ch10.sparsity.cpu_unstructured_speedup": 0.99, "ch10.sparsity.gpu_unstructured_speedup": 0.94})
+    assert bare["verdict"] == claims.FAILS and readings.NO_SPREAD in bare["evidence"]
     faster = claims.judge(claims.get("ch10.unstructured_sparsity"), {
         "ch10.sparsity.cpu_unstructured_speedup": 1.0, "ch10.sparsity.gpu_unstructured_speedup": 1.4})
     assert faster["verdict"] == claims.HOLDS and "buy no speed" not in faster["evidence"]
@@ -93,6 +160,32 @@ def test_notes_claims_are_registered_and_judged():
         "ch10.mixed.cuda.speed.k10": 1.0})
     assert "slower than FP16" not in fast["evidence"] and "faster than FP16" in fast["evidence"]
     assert notes.CLAIMS
+
+
+def test_notes_claims_are_judged_by_the_stored_spreads(monkeypatch):
+    """Old rule: NEUTRAL = 0.05 and NOISE = 0.10 dead bands; now the records' spreads decide, and a record
+    without one says so (in English and in Chinese)."""
+    from helpers import bench
+
+    monkeypatch.setitem(bench._session, "records", [])
+    sparse = claims.get("ch10.unstructured_sparsity")
+    bench.record("ch10.sparsity.gpu_unstructured_speedup", 1.04, "ratio", **spread(0.98, 1.10).extra())
+    inside = claims.judge(sparse)
+    assert inside["verdict"] == findings.NOT_RESOLVED and "无法判定" in inside["verdict_zh"]
+    assert findings.NOT_RESOLVED_ZH in inside["summary_zh"]
+    bench.record("ch10.sparsity.gpu_unstructured_speedup", 1.04, "ratio", **spread(1.02, 1.06).extra())
+    assert claims.judge(sparse)["verdict"] == claims.HOLDS
+    bench.record("ch10.sparsity.gpu_unstructured_speedup", 1.04, "ratio")
+    bare = claims.judge(sparse)
+    assert readings.NO_SPREAD in bare["evidence"] and readings.NO_SPREAD_ZH in bare["summary_zh"]
+    bench.record("ch10.layout.fp16_nhwc_speedup", 1.04, "ratio", **spread(0.98, 1.10).extra())
+    bench.record("ch10.layout.int8_nhwc_speedup", 6.9, "ratio", **spread(6.8, 7.0).extra())
+    nhwc = claims.judge(claims.get("ch10.nhwc"))
+    assert nhwc["verdict"] == "depends: holds for INT8 1x1 conv" and findings.NOT_RESOLVED_ZH in nhwc["summary_zh"]
+    bench.record("ch10.mixed.cuda.speed.k0", 1.04, "ratio", **spread(0.98, 1.10).extra())
+    mixed = claims.judge(claims.get("ch10.mixed_precision"))
+    assert f"INT8 and FP16 layers are {findings.NOT_RESOLVED}" in mixed["evidence"]
+    assert findings.NOT_RESOLVED_ZH in mixed["summary_zh"]
 
 
 def test_share_in_range_counts_the_batches_before_the_runaway():

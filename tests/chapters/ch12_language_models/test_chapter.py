@@ -43,7 +43,7 @@ def test_lessons_are_written_from_the_numbers():
     worse = _rows({"FP32": 0.0, "W4A16 g128": 4.0, "W4A16 g128 + AWQ-style scales": 5.0})
     assert "no gain" in worse[-1]["lesson"]
     assert [quality.verdict(p) for p in (0.1, 0.5, 2, -5, 20)] == [
-        "no measurable change", "practically free", "a small cost", "a visible gain", "a large loss"]
+        "a change under 0.2 %, negligible", "practically free", "a small cost", "a visible gain", "a large loss"]
 
 
 def test_lessons_that_compare_two_rows_print_the_paired_interval():
