@@ -141,8 +141,11 @@ def test_deploy_all_and_cpu_comparison_on_small_inputs(tmp_path):
         "PyTorch INT8 (torch._int_mm)",
     }
     assert d["size_mb"]["ORT INT8 (default CPU path)"] < d["size_mb"]["ORT FP32"]
-    cpu = ort_cpu_comparison(tmp_path / "cpu", batch=2, size=32, repeats=1)
+    cpu = ort_cpu_comparison(tmp_path / "cpu", batch=2, size=32, repeats=3)
     assert set(cpu["speedup"]) == set(cpu["timings"]) and cpu["speedup"]["ORT FP32"] == 1.0
+    assert all(len(t.samples_s) == 3 for t in cpu["timings"].values())  # interleaved: one call each per round
+    for label, s in cpu["spread"].items():  # the rounds' spread holds their median, and is stored with it
+        assert s.lo <= cpu["speedup"][label] <= s.hi and "interleaved rounds" in s.method
     assert slug("fp16 eager + CUDA graph") == "fp16_eager_cuda_graph"
     from helpers.chapters.ch09_deployment import fusion
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import statistics
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -16,7 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from helpers import bench
+from helpers import bench, spread
 from helpers.errors import InputError
 from helpers.validation import require_int_range
 
@@ -60,8 +61,9 @@ def ort_cpu_comparison(
 ) -> dict[str, Any]:
     """Time ORT FP32, ORT's own INT8 (quantize_static) and a TensorRT-style Q/DQ export on the CPU.
 
-    Returns timings by label, the ratios over FP32 (higher = faster), file sizes and top-1
-    agreement of each INT8 model with the FP32 model on the timed batch. A progress bar names
+    Returns timings by label (interleaved rounds), the ratios over FP32 (higher = faster: the median of the
+    rounds' ratios) and their spread over the rounds, file sizes and top-1 agreement of each INT8 model with
+    the FP32 model on the timed batch. A progress bar names
     each step (exports, calibration, timing).
     """
     from tqdm.auto import tqdm
@@ -102,19 +104,22 @@ def ort_cpu_comparison(
     backends[labels[2]] = OrtBackend(paths["int8 TensorRT-style"], precision="int8", threads=threads)
     bar.update()
     xn = x.numpy()
-    timings, agreement, ref = {}, {}, None
+    agreement, ref = {}, None
     for k, b in backends.items():
-        step(f"timing {k}")
         out = b.run(xn).argmax(1)  # the warm-up run, kept for the agreement
         ref = out if ref is None else ref
         agreement[k] = float((out == ref).mean())
-        timings[k] = bench.timeit(lambda b=b: b.run(xn), backend="cpu", warmup=0, repeats=repeats)
-        bar.update()
+    step("timing the three, interleaved")  # one call of each per round: a busy moment slows all three alike
+    timings = bench.timeit_interleaved({k: (lambda b=b: b.run(xn)) for k, b in backends.items()}, warmup=0,
+                                       repeats=repeats)
+    bar.update(len(labels))
     bar.close()
-    base = timings[labels[0]].median_s
+    per_round = {k: [f / s for f, s in zip(timings[labels[0]].samples_s, t.samples_s)] for k, t in timings.items()}
     return {
         "timings": timings,
-        "speedup": {k: base / t.median_s for k, t in timings.items()},
+        "speedup": {k: statistics.median(r) for k, r in per_round.items()},  # FP32 time ÷ its time, per round
+        "spread": {k: spread.of_samples(r, "interleaved rounds") if len(r) > 1 else None  # None for one round
+                   for k, r in per_round.items() if k != labels[0]},
         "agreement": agreement,
         "size_mb": {k: file_mb(p) for k, p in paths.items()},
         "paths": paths,
