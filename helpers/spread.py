@@ -118,6 +118,17 @@ def ratio(num: Spread, den: Spread) -> Spread:
     return Spread(num.lo / den.hi, num.hi / den.lo, f"{num.method} / {den.method}")
 
 
+def paired_ratio(base_s: Sequence[float], other_s: Sequence[float]) -> tuple[float, Spread | None]:
+    """base ÷ other time from interleaved rounds (the i-th samples share a round): the median of the per-round
+    ratios and their spread (None for a single round)."""
+    if len(base_s) != len(other_s):
+        raise InputError(f"interleaved timings have one sample per round each; got {len(base_s)} and {len(other_s)}.")
+    ratios = [x / y for x, y in zip(base_s, other_s) if y > 0]
+    if not ratios:
+        raise InputError("every timed call took 0 s: time more work per call.")
+    return float(np.median(ratios)), of_samples(ratios, "interleaved rounds") if len(ratios) > 1 else None
+
+
 def of_extra(extra: Mapping[str, Any]) -> Spread | None:
     """The spread stored in a record's extras by ``Spread.extra()`` (None when it has none)."""
     lo, hi = extra.get("lo"), extra.get("hi")

@@ -110,3 +110,17 @@ def test_qat_gain_inside_the_seed_spread_is_not_a_finding():
     row = {"bits": "W4A8", "FP32 %": 98.8, "PTQ %": 98.3, "QAT % (median)": 98.6, "QAT % per seed": "98.1 / 98.6 / 98.9"}
     text = readings.qat_summary([row])
     assert findings.NOT_RESOLVED in text and "won back" not in text
+
+
+def test_paired_ratio_is_the_median_of_each_rounds_ratio_with_their_spread():
+    """Shared by chapter 9's ORT comparison and chapter 10's rounds: per-round ratios, not a ratio of medians."""
+    import pytest
+
+    from helpers import spread
+    from helpers.errors import InputError
+
+    r, s = spread.paired_ratio([2.0, 4.0, 3.0], [1.0, 1.0, 2.0])  # rounds' ratios 2, 4, 1.5
+    assert r == 2.0 and (s.lo, s.hi) == (1.5, 4.0) and "interleaved rounds" in s.method
+    assert spread.paired_ratio([2.0], [1.0]) == (2.0, None)
+    with pytest.raises(InputError, match="one sample per round"):
+        spread.paired_ratio([1.0, 2.0], [1.0])

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import statistics
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -114,12 +113,12 @@ def ort_cpu_comparison(
                                        repeats=repeats)
     bar.update(len(labels))
     bar.close()
-    per_round = {k: [f / s for f, s in zip(timings[labels[0]].samples_s, t.samples_s)] for k, t in timings.items()}
+    base = timings[labels[0]].samples_s
+    paired = {k: spread.paired_ratio(base, t.samples_s) for k, t in timings.items()}  # FP32 time ÷ its time
     return {
         "timings": timings,
-        "speedup": {k: statistics.median(r) for k, r in per_round.items()},  # FP32 time ÷ its time, per round
-        "spread": {k: spread.of_samples(r, "interleaved rounds") if len(r) > 1 else None  # None for one round
-                   for k, r in per_round.items() if k != labels[0]},
+        "speedup": {k: r for k, (r, _) in paired.items()},
+        "spread": {k: s for k, (_, s) in paired.items() if k != labels[0]},
         "agreement": agreement,
         "size_mb": {k: file_mb(p) for k, p in paths.items()},
         "paths": paths,

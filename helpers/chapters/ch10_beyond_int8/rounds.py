@@ -17,6 +17,7 @@ from typing import Any
 from helpers.bench import Timing, timeit
 from helpers.errors import InputError
 from helpers.spread import Spread, of_samples
+from helpers.spread import paired_ratio as paired
 from helpers.validation import require_int_range
 
 ROUNDS, PER_ROUND = 5, 4  # interleaved rounds; timed calls of each function per round (their median)
@@ -27,13 +28,7 @@ def paired_ratio(timings: Mapping[str, Timing], base: str, other: str) -> tuple[
     share a round: the median of the per-round ratios and their spread (None for a single round)."""
     if base not in timings or other not in timings:
         raise InputError(f"paired_ratio needs timings named {base!r} and {other!r}; got {', '.join(timings)}.")
-    a, b = timings[base].samples_s, timings[other].samples_s
-    if len(a) != len(b):
-        raise InputError(f"interleaved timings have one sample per round each; got {len(a)} and {len(b)}.")
-    ratios = [x / y for x, y in zip(a, b) if y > 0]
-    if not ratios:
-        raise InputError(f"every timed call of {other!r} took 0 s: time more work per call.")
-    return statistics.median(ratios), of_samples(ratios, "interleaved rounds") if len(ratios) > 1 else None
+    return paired(timings[base].samples_s, timings[other].samples_s)
 
 
 def speed_ratio(base: Callable[[], Any], other: Callable[[], Any], *, backend: str, rounds: int = ROUNDS,

@@ -258,7 +258,7 @@ def target_line(name: str, what: str, rows: list[dict] | None = None) -> str:
 
     def verdict(v: Mapping[str, float]) -> str:
         s = findings.spread_of(v, "x") or derived
-        if s.contains(t.value):  # type: ignore[arg-type]
+        if t.straddled(s):
             return f"target {t.text}: {findings.NOT_RESOLVED}, {s.lo:.3g}..{s.hi:.3g}, {s.method}"
         return f"target {t.text}: {'met' if t.met(v['x']) else 'not met'}, {s.lo:.3g}..{s.hi:.3g}"
 
