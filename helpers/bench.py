@@ -17,7 +17,7 @@ import math
 import os
 import statistics
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -195,6 +195,19 @@ def timeit_interleaved(fns: dict[str, Callable[[], Any]], *, warmup: int = 2, re
             f()
             samples[k].append(time.perf_counter() - t0)
     return {k: Timing(tuple(v), "cpu") for k, v in samples.items()}
+
+
+def timed_rounds(timers: Mapping[str, Callable[[], float]], rounds: int) -> dict[str, list[float]]:
+    """Call every timer (each returns seconds per call of what it times) once per round, in turn, so that a slow
+    moment of the machine (clock, temperature, a neighbour) slows them all alike; one value per round for each."""
+    from helpers.validation import require_int_range
+
+    require_int_range(rounds, 2, 1000, "rounds (at least 2 give a spread)")
+    out: dict[str, list[float]] = {k: [] for k in timers}
+    for _ in range(rounds):
+        for k, timer in timers.items():
+            out[k].append(float(timer()))
+    return out
 
 
 def bandwidth_gbs(bytes_moved: float, seconds: float) -> float:

@@ -16,7 +16,7 @@ Noise: a verdict never calls a difference a finding when it lies inside the meas
 verdicts below read the spreads that ``sentence`` hands them (``Values.spreads``) and then say
 ``NOT_RESOLVED`` ("not resolved at this noise", 中文 ``NOT_RESOLVED_ZH``) instead of faster/slower.
 
-Serves: core — used by chapters 1–12 and lab 13.
+Serves: core — used by chapters 1–12 and labs 06, 08, 12, 13.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Every stored display says where its numbers come from: device, date and the software they ran with
 (``provenance(source)``), because the reference runs did not always use the pinned versions.
 
-Serves: core — used by chapters 0–12 and labs 11–13.
+Serves: core — used by chapters 0–12 and labs 06, 08, 11–13.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ travels with the record, in its extras, as an interval and the method that gave 
 
 ``helpers.findings`` reads it back and says "not resolved at this noise" when a difference is inside it.
 
-Serves: core — used by chapters 1–12 and labs 08, 11, 13.
+Serves: core — used by chapters 1–12 and labs 06, 08, 09, 11–13.
 """
 
 from __future__ import annotations

@@ -4,13 +4,16 @@ The bins are those of ``helpers.quant.calibrators.Histogram`` (chapter 6): |x| o
 in fixed-width bins, bin = min(int(|x| / width), bins - 1) computed in float64. A kernel that fills
 them exactly feeds the course's percentile, MSE and entropy calibrators unchanged.
 Both kernels walk the input with a grid-stride loop and take ``counts`` zeroed, of at most
-``MAX_BINS`` int32 bins.
+``MAX_BINS`` int32 bins. ``measure`` times them and torch.histc in interleaved rounds (``Timed``): the rates
+and speed-ups are medians over the rounds, with the rounds' spread (``helpers.spread``).
 
 Serves: core — used by lab 12.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -19,6 +22,7 @@ from numba import cuda, int32
 from helpers.errors import InputError
 from helpers.kernels import launch
 from helpers.quant.calibrators import Histogram, amax_entropy, amax_percentile
+from helpers.spread import Spread, of_samples, paired_ratio
 from helpers.validation import (require_array, require_choice, require_dtype, require_finite, require_float,
                                 require_instance, require_int_range, require_ndim, require_nonempty, require_positive,
                                 require_real, require_size)
@@ -26,6 +30,7 @@ from helpers.validation import (require_array, require_choice, require_dtype, re
 MAX_BINS = 2048  # the calibrators' default: 8 KB of int32 bins in shared memory
 THREADS = 256
 GPU_N = 1 << 24  # 16M activations (64 MB) for the GPU timings
+ROUNDS = 5  # interleaved timing rounds: every round times each histogram in turn
 
 
 @cuda.jit
@@ -126,20 +131,42 @@ def numba_histogram(x: Any, counts: Any, width: float, variant: str = "shared", 
     return counts
 
 
-def measure(kernels: dict[str, Any], n: int = GPU_N, num_bins: int = MAX_BINS, repeats: int = 10) -> dict[str, float]:
-    """GPU: billions of values a second of each kernel {name: kernel} and of torch.histc, on one batch.
+@dataclass(frozen=True)
+class Timed:
+    """Seconds per call of each histogram on `n` values, one entry per interleaved round."""
+
+    n: int
+    seconds: dict[str, tuple[float, ...]]
+
+    def gvals(self, name: str) -> tuple[float, Spread]:
+        """Billions of values a second of `name`: the median over the rounds, and the rounds' spread."""
+        rates = [self.n / s / 1e9 for s in self.seconds[name] if s > 0]
+        if not rates:
+            raise InputError(f"every timed call of {name} took 0 s: time a larger batch.")
+        return float(np.median(rates)), of_samples(rates, "interleaved rounds")
+
+    def speedup(self, fast: str, slow: str) -> tuple[float, Spread | None]:
+        """How many times faster `fast` ran than `slow`: the median of the rounds' slow ÷ fast time, its spread."""
+        return paired_ratio(self.seconds[slow], self.seconds[fast])
+
+
+def measure(kernels: dict[str, Any], n: int = GPU_N, num_bins: int = MAX_BINS, repeats: int = 20,
+            rounds: int = ROUNDS) -> Timed:
+    """GPU: time each kernel {name: kernel} and torch.histc on one batch, interleaved over `rounds` rounds of
+    max(1, repeats // rounds) calls each (their median per round).
 
     Every kernel's counts must equal the course's Histogram first (AssertionError otherwise).
     """
+    if not isinstance(kernels, dict) or not kernels or not all(hasattr(k, "__getitem__") for k in kernels.values()):
+        raise InputError("kernels must be a non-empty {name: @cuda.jit kernel} dict, e.g. {'shared': hist_shared}.")
+    n, repeats = require_size(n, "n"), require_size(repeats, "repeats")
+    require_int_range(num_bins, 1, MAX_BINS, "num_bins")
+    require_int_range(rounds, 2, 1000, "rounds (at least 2 give a spread)")
     import torch
 
     from helpers import bench
     from helpers.device import require_gpu
 
-    if not isinstance(kernels, dict) or not kernels or not all(hasattr(k, "__getitem__") for k in kernels.values()):
-        raise InputError("kernels must be a non-empty {name: @cuda.jit kernel} dict, e.g. {'shared': hist_shared}.")
-    n, repeats = require_size(n, "n"), require_size(repeats, "repeats")
-    require_int_range(num_bins, 1, MAX_BINS, "num_bins")
     require_gpu("Timing histogram kernels")
     x = activations(np.random.default_rng(0), n)
     ref = reference(x, num_bins)
@@ -148,7 +175,8 @@ def measure(kernels: dict[str, Any], n: int = GPU_N, num_bins: int = MAX_BINS, r
     xd, cd = cuda.as_cuda_array(xt), cuda.as_cuda_array(counts)
     blocks, threads = grid(n)
     width = float(ref.bin_width)
-    out = {}
+    per_round = max(1, repeats // rounds)
+    timers: dict[str, Callable[[], float]] = {}
     for name, kern in kernels.items():
         def fill(k: Any = kern) -> None:
             counts.zero_()
@@ -158,12 +186,13 @@ def measure(kernels: dict[str, Any], n: int = GPU_N, num_bins: int = MAX_BINS, r
         cuda.synchronize()
         if not np.array_equal(counts.cpu().numpy(), ref.counts):
             raise AssertionError(f"the {name} kernel's counts differ from the course's Histogram on the GPU.")
-        out[name] = n / bench.timeit(fill, backend="numba", repeats=repeats).median_s / 1e9
+        timers[name] = lambda f=fill: bench.timeit(f, backend="numba", warmup=1, repeats=per_round).median_s
     top = float(ref.max_seen)
-    t = bench.timeit(lambda: torch.histc(xt.abs(), bins=num_bins, min=0.0, max=top), backend="torch",
-                     repeats=repeats)
-    out["torch_histc"] = n / t.median_s / 1e9
-    return out
+    timers["torch_histc"] = lambda: bench.timeit(lambda: torch.histc(xt.abs(), bins=num_bins, min=0.0, max=top),
+                                                 backend="torch", warmup=1, repeats=per_round).median_s
+    for timer in timers.values():  # one warm-up round: compilation and clocks settle before round 1
+        timer()
+    return Timed(n, {k: tuple(v) for k, v in bench.timed_rounds(timers, rounds).items()})
 
 
 def _check_batch(x: Any) -> None:

@@ -11,21 +11,30 @@ reports, per quantized layer:
 and turns those into recommendations: per-channel weights, another calibrator (percentile/MSE, or
 max when amax is too small, as when entropy collapses), or keeping the layer in FP16.
 
+The drop itself carries its noise: both models score the same test samples, so ``Diagnosis.drop_spread`` is
+the paired-bootstrap 95 % interval of FP32 − quantized accuracy over them (``accuracy_gap``). A drop whose
+interval holds 0 is printed as "not resolved at this noise" (``helpers.findings.NOT_RESOLVED``), not as a loss.
+
 Serves: core — used by chapters 7, 10, 11 and lab 06.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
 from helpers.errors import InputError
-from helpers.models.train import _as_loader, evaluate, model_device
-from helpers.model_quant.ptq import fold_batchnorm, quant_layers, set_quant_enabled
+from helpers.findings import NOT_RESOLVED, NOT_RESOLVED_ZH
+from helpers.models.train import _as_loader, model_device
+from helpers.model_quant.ptq import fold_batchnorm, quant_layers, score, set_quant_enabled
 from helpers.quant.metrics import sqnr_db
+from helpers.spread import Spread, bootstrap_paired
 
 WEIGHT_RATIO_LIMIT = 8.0   # largest / median channel range above which per-tensor weights lose too much
 CLIP_LIMIT = 0.01          # more than 1% of inputs clipped: amax too small
@@ -34,27 +43,72 @@ INPUT_RATIO_LIMIT = 20.0   # input channels this unequal waste most of a per-ten
 SQNR_LIMIT_DB = 15.0       # a layer output below this SQNR is a candidate to keep in FP16
 
 
+def accuracy_gap(a: Sequence[bool], b: Sequence[bool]) -> Spread:
+    """Paired-bootstrap 95 % interval of accuracy(a) − accuracy(b) in points, a and b right (True) or wrong on the
+    same test samples (``helpers.model_quant.ptq.score``)."""
+    points = [(100 * np.asarray(x, dtype=float)).tolist() for x in (a, b)]
+    return bootstrap_paired(points[0], points[1], what="test samples")
+
+
 @dataclass
 class Diagnosis:
-    """The checklist's findings: accuracies, one row per layer, and what to try."""
+    """The checklist's findings: accuracies, one row per layer, what to try, and the per-sample results."""
 
     fp32_acc: float
     quant_acc: float
     layers: list[dict[str, Any]]
     recommendations: list[str] = field(default_factory=list)
+    fp32_correct: np.ndarray | None = None   # right/wrong per test sample, FP32 model
+    quant_correct: np.ndarray | None = None  # the same test samples, quantized model
 
     @property
     def drop(self) -> float:
         """Accuracy lost by quantization, in points."""
         return self.fp32_acc - self.quant_acc
 
+    @cached_property
+    def drop_spread(self) -> Spread | None:
+        """Paired-bootstrap 95 % interval of the drop over the test samples both models scored (None without them)."""
+        if self.fp32_correct is None or self.quant_correct is None:
+            return None
+        return accuracy_gap(self.fp32_correct, self.quant_correct)
+
+    @property
+    def resolved(self) -> bool:
+        """True when the drop's interval excludes 0: a loss (or gain) larger than the noise of the test set."""
+        s = self.drop_spread
+        return s is not None and not s.contains(0.0)
+
+    def extra(self) -> dict[str, Any]:
+        """The drop's spread as record extras ({'lo', 'hi', 'spread'}; empty without per-sample results)."""
+        return {} if self.drop_spread is None else self.drop_spread.extra()
+
+    def summary(self) -> str:
+        """One line: both accuracies, the drop with its interval, and whether it is resolved."""
+        head = f"FP32 {self.fp32_acc:.1f}%  quantized {self.quant_acc:.1f}%  drop {self.drop:.1f} points"
+        s = self.drop_spread
+        if s is None:
+            return f"{head}: no per-sample results, so no spread; whether this is more than the noise is unknown."
+        head += f" ({s.method}: {s.lo:+.1f} to {s.hi:+.1f} points)"
+        if s.contains(0.0):
+            return f"{head}: {NOT_RESOLVED} ({NOT_RESOLVED_ZH}), no loss this test set can resolve."
+        if s.hi < 0:
+            return f"{head}: the quantized model is resolved above FP32."
+        return f"{head}: a resolved loss."
+
     def show(self) -> None:
         """Print the summary, the per-layer table and the recommendations."""
         from helpers.tables import show
 
-        print(f"FP32 {self.fp32_acc:.1f}%  quantized {self.quant_acc:.1f}%  drop {self.drop:.1f} points")
+        print(self.summary())
         show(self.layers, caption="Per-layer error and range coverage")
-        for r in self.recommendations or ["No layer stands out: the drop is spread over the model."]:
+        known, loss = self.drop_spread is not None, self.resolved and self.drop > 0
+        if not self.recommendations:
+            print(" - No layer stands out: " + ("the drop is spread over the model." if loss or not known
+                                                 else "there is no resolved loss to explain."))
+        elif known and not loss:
+            print("The drop is not a resolved loss: the checks below describe the layers, not the cause of a loss.")
+        for r in self.recommendations:
             print(" -", r)
 
 
@@ -131,7 +185,8 @@ def diagnose(model: nn.Module, qmodel: nn.Module, data: Any, *, split: str = "va
             "input amax": a_in,
         })
     bar.update()
-    diag = Diagnosis(evaluate(model, data, "test"), evaluate(qmodel, data, "test"), rows)
+    (fp32_acc, fp32_right), (quant_acc, quant_right) = score(model, data, "test"), score(qmodel, data, "test")
+    diag = Diagnosis(fp32_acc, quant_acc, rows, fp32_correct=fp32_right, quant_correct=quant_right)
     bar.update()
     bar.close()
     diag.recommendations = recommend(rows)

@@ -13,8 +13,8 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from helpers.errors import InputError
-from helpers.models.train import evaluate, predict
-from helpers.model_quant.ptq import quant_layers, set_quant_enabled
+from helpers.models.train import predict
+from helpers.model_quant.ptq import quant_layers, score, set_quant_enabled
 from helpers.quant.metrics import sqnr_db
 from helpers.validation import require_choice
 
@@ -61,7 +61,11 @@ def keep_in_fp(qmodel: nn.Module, layers: Sequence[str]) -> None:
 
 def mixed_precision_curve(qmodel: nn.Module, data: Any, order: Sequence[str], *,
                           ks: Sequence[int] | None = None, split: str = "test") -> list[dict[str, Any]]:
-    """Accuracy when the k most sensitive layers (per `order`) stay in FP, for each k; rows by k."""
+    """Accuracy when the k most sensitive layers (per `order`) stay in FP, for each k; rows by k. Each row also
+    holds 'vs FP32 pts', its paired bootstrap over the same samples 'vs FP32 spread', and 'right' (right/wrong per
+    sample, for other paired comparisons)."""
+    from helpers.model_quant.diagnose import accuracy_gap
+
     layers = quant_layers(qmodel)
     missing = set(order) - set(layers)
     if missing or len(order) != len(layers):
@@ -70,12 +74,16 @@ def mixed_precision_curve(qmodel: nn.Module, data: Any, order: Sequence[str], *,
     ks = list(range(len(layers) + 1)) if ks is None else list(ks)
     rows = []
     try:
+        set_quant_enabled(qmodel, False)
+        fp32_acc, fp32 = score(qmodel, data, split)
         for k in tqdm(ks, desc="mixed precision: k most sensitive layers kept in float", leave=False):
             if not 0 <= k <= len(layers):
                 raise InputError(f"k={k} is outside 0..{len(layers)}.")
             keep_in_fp(qmodel, list(order[:k]))
-            rows.append({"kept in FP": k, "quantized layers": len(layers) - k,
-                         "accuracy %": evaluate(qmodel, data, split), "fp layers": ", ".join(order[:k])})
+            acc, right = score(qmodel, data, split)
+            rows.append({"kept in FP": k, "quantized layers": len(layers) - k, "accuracy %": acc,
+                         "fp layers": ", ".join(order[:k]), "vs FP32 pts": acc - fp32_acc,
+                         "vs FP32 spread": accuracy_gap(right, fp32), "right": right})
     finally:
         set_quant_enabled(qmodel, True)
     return rows

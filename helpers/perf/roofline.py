@@ -10,7 +10,9 @@ Serves: core — used by chapters 1, 2, 11, 12 and labs 01, 09, 11.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -260,3 +262,17 @@ def measured_peak(points: list[RoofPoint]) -> float:
     if not heavy:
         raise InputError("measured_peak needs at least one GEMM or convolution point.")
     return max(heavy)
+
+
+def fitted_roof(points: Sequence[RoofPoint], copy_gbs: float) -> tuple[float, float]:
+    """(peak TFLOP/s, bandwidth GB/s) of a roof that no measured point lies above.
+
+    The compute ceiling is the fastest GEMM or convolution measured; the memory ceiling is the copy's
+    bandwidth, or the fastest elementwise kernel's traffic when that streamed faster (on the H200 the
+    stored elementwise kernels moved their bytes 1-5 % faster than the 1 GiB copy, 2026-12-02), so that
+    no kernel scores above 100 % of its roof (chapter 2, lab 1).
+    """
+    if not isinstance(copy_gbs, (int, float)) or not math.isfinite(copy_gbs) or copy_gbs <= 0:
+        raise InputError(f"copy_gbs must be a positive number of GB/s, got {copy_gbs!r}.")
+    streams = [p.bytes / p.seconds / 1e9 for p in points if p.kind == "elementwise"]
+    return measured_peak(list(points)), max([float(copy_gbs), *streams])

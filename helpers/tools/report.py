@@ -24,14 +24,14 @@ import os
 import shutil
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from helpers import bench, cli, spread
+from helpers import bench, cli, figure_check
 from helpers.errors import InputError
-from helpers.reference import REFERENCE_DIR, ROOT, TARGETS, TARGETS_BY_NAME
+from helpers.reference import REFERENCE_DIR, ROOT
 from helpers.tools.tmp_check import KNOWN_TMP_FILES, check_tmp, tmp_leftovers  # noqa: F401 - re-exported
+from helpers.tools.report_summary import NotebookRun, summary_markdown
 from helpers.tools.report_names import (  # noqa: F401 - re-exported: report.check_names etc.
     FOLDERS,
     check_names,
@@ -41,19 +41,9 @@ from helpers.tools.report_names import (  # noqa: F401 - re-exported: report.che
 )
 
 KEY_FIGURES_MAX = 40
-CPU_FILE_PREFIXES = ("ort_cpu.", "suite.cpu_", "suite.fresh_clone")  # headline names stored in reference/cpu (MEASUREMENTS.md)
+FIGURE_PROBLEMS = "figure_problems.jsonl"  # what helpers.figure_check found in the run's figures
 PROG = "python -m helpers.tools.report"
 INSTEAD = "a new or empty folder, e.g. --out artifacts/report"  # what a refusal tells the user to pass
-
-
-@dataclass
-class NotebookRun:
-    """How one notebook's execution went."""
-
-    path: str
-    seconds: float
-    ok: bool
-    error: str = ""
 
 
 def notebooks_to_run(pattern: str | None) -> list[Path]:
@@ -155,49 +145,6 @@ def execute_all(paths: list[Path], out_dir: Path, timeout: int) -> list[Notebook
     return runs
 
 
-def _fmt_value(r: bench.Record | None) -> str:
-    """A record's value for the summary, or 'missing'."""
-    return "missing" if r is None else f"{r.value:.4g} {r.unit}"
-
-
-def summary_markdown(records: list[bench.Record], runs: list[NotebookRun], minutes: float) -> str:
-    """The summary: headline measurements against their targets, then notebook statuses."""
-    by_name = {r.name: r for r in records}
-    device = records[0].device if records else "unknown device"
-    date = records[0].date if records else time.strftime("%Y-%m-%d")
-    from helpers.reference import SOFTWARE, pin_differences, software
-
-    sw = software(records=records)
-    lines = [f"# Reference run: {device}, {date}", "",
-             f"Whole run: {minutes:.1f} min, {sum(r.ok for r in runs)}/{len(runs)} notebooks ran clean.", "",
-             "Software: " + ", ".join(f"{label} {sw[k]}" for k, label in SOFTWARE if k in sw) + ".",
-             "Where it differs from the course's pins: " + ("; ".join(pin_differences(records=records)) or "nowhere")
-             + ".", "",
-             "## Headline measurements", "",
-             "| measurement | value | target | met | meaning |", "|---|---|---|---|---|"]
-    for t in TARGETS:
-        r, where = by_name.get(t.name), ""
-        if r is None and t.name.startswith(CPU_FILE_PREFIXES):
-            from helpers.reference import lookup
-
-            r = lookup(t.name, "cpu")
-            where = f" (CPU file: {r.device}, {r.date})" if r else ""
-        s = spread.of_record(r) if r else None  # a spread straddling the target is no verdict either way
-        verdict = ("missing" if r is None else f"not resolved ({s.lo:.3g}..{s.hi:.3g})" if t.straddled(s) else
-                   {True: "yes", False: "**no**", None: "reported"}[t.met(r.value)])
-        lines.append(f"| `{t.name}` | {_fmt_value(r)}{where} | {t.text} | {verdict} | {t.meaning} |")
-    lines += ["", "## Notebooks", "", "| notebook | seconds | status |", "|---|---|---|"]
-    for run in runs:
-        status = "ok" if run.ok else "FAILED: " + run.error.splitlines()[-1][:200] if run.error else "FAILED"
-        lines.append(f"| {run.path} | {run.seconds:.0f} | {status} |")
-    others = [r for r in records if r.name not in TARGETS_BY_NAME]
-    if others:
-        lines += ["", "## All other measurements", "", "| notebook | measurement | value |", "|---|---|---|"]
-        for r in others:
-            lines.append(f"| {r.notebook or ''} | `{r.name}` | {_fmt_value(r)} |")
-    return "\n".join(lines) + "\n"
-
-
 def latest_by_name(records: list[bench.Record]) -> list[bench.Record]:
     """One record per name (the last one recorded), in first-seen order."""
     last: dict[str, bench.Record] = {}
@@ -227,6 +174,7 @@ def _run_into(out: Path, paths: list[Path], pattern: str | None,
     """Execute `paths` with their records and figures going into the claimed folder `out`; write the summaries."""
     records_file = out / "records.jsonl"
     env = {bench.RESULTS_VAR: str(records_file), "WORKBOOK_FIGURES": str(out / "figures"),
+           figure_check.LINT_VAR: str(out / FIGURE_PROBLEMS),
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
     t0 = time.time()
     old_env = dict(os.environ)
@@ -245,7 +193,8 @@ def _run_into(out: Path, paths: list[Path], pattern: str | None,
         records.append(bench.record("suite.gpu_report_minutes", minutes, "min"))
     records = latest_by_name(records)
     bench.save_records(records, out / "results.json")
-    (out / "summary.md").write_text(summary_markdown(records, runs, minutes), encoding="utf-8")
+    figures = figure_check.read_problems(out / FIGURE_PROBLEMS)
+    (out / "summary.md").write_text(summary_markdown(records, runs, minutes, figures), encoding="utf-8")
     (out / "runs.json").write_text(json.dumps([r.__dict__ for r in runs], indent=1), encoding="utf-8")
     return records, runs
 
@@ -376,7 +325,11 @@ def _cmd_run(argv: list[str]) -> int:
     print((args.out / "summary.md").read_text())
     if store_dir is not None:
         store(args.out, store_dir, partial=bool(args.only))
-    return 0 if all(r.ok for r in runs) else 1
+    figures = figure_check.read_problems(args.out / FIGURE_PROBLEMS)
+    if figures:
+        print(f"{len(figures)} figure(s) with problems (helpers.figure_check), listed in {args.out / 'summary.md'}",
+              file=sys.stderr)
+    return 0 if all(r.ok for r in runs) and not figures else 1
 
 
 VERBS = {"run": _cmd_run, "check-names": _cmd_check_names, "store-cpu": _cmd_store_cpu,

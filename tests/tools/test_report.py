@@ -162,3 +162,25 @@ def test_store_records_adds_another_commands_records_and_refuses_notebook_ones(t
             assert why in str(e)
         else:
             raise AssertionError(f"{bad} was stored")
+
+
+def test_the_reference_run_checks_its_figures_and_fails_on_a_roof_below_its_data(tmp_path, monkeypatch, capsys):
+    """Old behaviour: only `make notebooks` set WORKBOOK_FIGURE_LINT, so a GPU run's figures went unchecked."""
+    import json
+    import os
+
+    from helpers import figure_check
+
+    def fake_execute_all(paths, out_dir, timeout):
+        lint = os.environ[figure_check.LINT_VAR]  # the run hands the notebooks' kernels a lint file
+        with open(lint, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"notebook": "11_lab", "figure": "roofline", "uid": "1",
+                                "problems": ["a measured point lies above its roof"]}) + "\n")
+        return [report.NotebookRun(paths[0].name, 1.0, True)]
+
+    monkeypatch.setattr(report, "execute_all", fake_execute_all)
+    out = tmp_path / "report"
+    assert report.main(["--out", str(out), "--only", f"{NOTEBOOK}.ipynb"]) == 1
+    summary = (out / "summary.md").read_text()
+    assert "## Figure problems (1 figures)" in summary and "lies above its roof" in summary
+    assert "figure(s) with problems" in capsys.readouterr().err

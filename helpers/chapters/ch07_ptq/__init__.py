@@ -1,6 +1,8 @@
-"""Chapter 7, post-training quantization: no experiment code of its own.
+"""Chapter 7, post-training quantization: its printed sentences.
 
-Its notebook uses the core model-level package ``helpers.model_quant`` (``ptq``, ``sensitivity``,
+``readings`` turns this run's tables into sentences, every accuracy difference judged by a paired bootstrap
+over the test samples (the right/wrong per sample comes from ``ptq.score`` and the mixed-precision curve).
+Everything else comes from the core model-level package ``helpers.model_quant`` (``ptq``, ``sensitivity``,
 ``diagnose``, ``modelopt_ptq``), ``helpers.plugins.pq_compat``, ``helpers.models`` and ``helpers.data``.
 
 Serves: chapter 7.

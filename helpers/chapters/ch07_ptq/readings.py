@@ -1,7 +1,9 @@
 """The sentences chapter 7 prints about its PTQ results, computed from this run's tables.
 
 Every accuracy difference is judged by its noise: a paired bootstrap over the test samples that both
-models scored (``gap``). A difference whose interval holds 0 is "not resolved at this noise", never a finding.
+models scored (``gap``, that is ``helpers.model_quant.diagnose.accuracy_gap``). A difference whose interval
+holds 0 is "not resolved at this noise", never a finding; a stored accuracy carries its own bootstrap
+interval (``accuracy_interval``).
 
 Serves: chapter 7.
 """
@@ -14,18 +16,67 @@ import numpy as np
 
 from helpers.errors import InputError
 from helpers.findings import NOT_RESOLVED, NOT_RESOLVED_ZH
-from helpers.spread import Spread, bootstrap_paired
+from helpers.model_quant.diagnose import accuracy_gap as gap
+from helpers.spread import Spread, bootstrap
 
 ALMOST_FREE_PTS = 1.0  # INT8 "costs almost nothing" when no variant is further than this below FP32
 UNRESOLVED = f"{NOT_RESOLVED} ({NOT_RESOLVED_ZH})"
 FP32 = ("FP32", "-")  # the FP32 row's key in ptq.accuracy_table(..., correct=...)
 
 
-def gap(a: Sequence[bool], b: Sequence[bool]) -> Spread:
-    """Paired-bootstrap 95 % interval of accuracy(a) − accuracy(b) in points, a and b right or wrong on the same
-    test samples (``helpers.model_quant.ptq.score``, or ``accuracy_table(..., correct=...)``)."""
-    points = [(100 * np.asarray(x, dtype=float)).tolist() for x in (a, b)]
-    return bootstrap_paired(points[0], points[1], what="test samples")
+def accuracy_interval(correct: Sequence[bool]) -> Spread:
+    """Bootstrap 95 % interval of one model's accuracy in %, from its right/wrong per test sample."""
+    return bootstrap((100 * np.asarray(correct, dtype=float)).tolist(), what="test samples")
+
+
+def _pct(correct: Sequence[bool]) -> float:
+    """Accuracy in % from right/wrong per test sample."""
+    return 100 * float(np.mean(np.asarray(correct, dtype=float)))
+
+
+def _interval(s: Spread, short: bool = False) -> str:
+    """'paired bootstrap 95% over 1000 test samples: +1.2 to +3.4 points', or 'interval +1.2 to +3.4' when short."""
+    return f"interval {s.lo:+.1f} to {s.hi:+.1f}" if short else f"{s.method}: {s.lo:+.1f} to {s.hi:+.1f} points"
+
+
+def _verdict(s: Spread, above: str = "a resolved loss", below: str = "a resolved gain") -> str:
+    """What an interval of x − y (points) says: `above` when resolved above 0, `below` under it, else unresolved."""
+    if s.contains(0.0):
+        return UNRESOLVED
+    return above if s.lo > 0 else below
+
+
+def versus(label: str, ref: Sequence[bool], other: Sequence[bool], ref_name: str = "FP32") -> str:
+    """'<label>: 21.9% against FP32 98.1%, 76.2 points below (paired bootstrap …): a resolved loss.', from the
+    right/wrong of both models on the same test samples."""
+    s, a, b = gap(ref, other), _pct(ref), _pct(other)
+    side = "below" if a > b else "above" if b > a else "from"
+    return (f"{label}: {b:.1f}% against {ref_name} {a:.1f}%, {abs(a - b):.1f} points {side} ({_interval(s)}): "
+            f"{_verdict(s)}.")
+
+
+def unchanged(ref: Sequence[bool], other: Sequence[bool], label: str, ref_name: str) -> str:
+    """Whether a model meant to compute the same function scores the same: same answers on every test sample,
+    or the difference judged by its paired interval (``versus``)."""
+    r, o = np.asarray(ref, dtype=bool), np.asarray(other, dtype=bool)
+    if r.shape != o.shape or r.size == 0:
+        raise InputError(f"both models must be scored on the same test samples: got {r.size} and {o.size}.")
+    if (r == o).all():
+        return (f"{label}: FP32 accuracy unchanged, {_pct(r):.1f}%, right and wrong on the same "
+                f"{r.size} test samples as {ref_name}.")
+    return versus(f"{label} ({int((r != o).sum())} of {r.size} test samples answered differently)", r, o, ref_name)
+
+
+def fix_step(label: str, fp32: Sequence[bool], before: Sequence[bool], after: Sequence[bool]) -> str:
+    """One step of the fix: its gain over the step before and what is left below FP32, each by its paired interval."""
+    won, left = gap(after, before), gap(fp32, after)
+    won_txt = _verdict(won, "a resolved gain", "a resolved loss")
+    left_txt = (f"within the noise of FP32, {UNRESOLVED}" if left.contains(0.0)
+                else _verdict(left, "a resolved loss", "resolved above FP32"))
+    return (f"{label}: {_pct(after):.1f}%; {_pct(after) - _pct(before):+.1f} points over the step before "
+            f"({_interval(won)}: {won_txt}); {abs(_pct(fp32) - _pct(after)):.1f} points "
+            f"{'below' if _pct(fp32) >= _pct(after) else 'above'} FP32 "
+            f"({_interval(left, short=True)}: {left_txt}).")
 
 
 def _cost_verdict(s: Spread) -> str:
@@ -78,18 +129,24 @@ def per_channel_gain(gain: float, bits: str, model: str, *, spread: Spread | Non
     return f"At {bits} per-channel weights {better} per-tensor by {abs(gain):.1f} points on the {model} ({interval})."
 
 
-def recovery(curve: Sequence[dict], fp32_acc: float, k: int = 2) -> str:
-    """How much of the all-quantized loss keeping the k most sensitive layers in float wins back."""
-    by_kept = {r["kept in FP"]: r["accuracy %"] for r in curve}
-    if 0 not in by_kept or k not in by_kept:
-        raise InputError(f"the curve needs the points with 0 and {k} layers kept in floating point.")
-    lost = fp32_acc - by_kept[0]
-    if lost <= 0:
-        return "Quantizing every layer lost nothing here: there is nothing for mixed precision to recover."
-    back = (by_kept[k] - by_kept[0]) / lost
-    return (f"All layers quantized: {by_kept[0]:.1f}% (FP32 {fp32_acc:.1f}%). Keeping the {k} most sensitive "
-            f"layers in floating point gives {by_kept[k]:.1f}%: {back:.0%} of the loss recovered by "
-            f"{k} of {max(by_kept)} layers.")
+def recovery(fp32: Sequence[bool], quantized: Sequence[bool], kept: Sequence[bool], k: int, layers: int) -> str:
+    """How much of the all-quantized loss keeping the k most sensitive layers in float wins back, each difference
+    judged by its paired interval over the same test samples (right/wrong of FP32, all layers quantized, k kept)."""
+    if not 0 < k <= layers:
+        raise InputError(f"k must be in 1..{layers} (the number of quantized layers), got {k}.")
+    lost, won, left = gap(fp32, quantized), gap(kept, quantized), gap(fp32, kept)
+    f, q, kk = _pct(fp32), _pct(quantized), _pct(kept)
+    head = f"All layers quantized: {q:.1f}% (FP32 {f:.1f}%; {_interval(lost)})"
+    if lost.lo <= 0:
+        what = f"the loss is {UNRESOLVED}" if lost.contains(0.0) else "no loss"
+        return f"{head}: {what}. There is no resolved loss for mixed precision to recover."
+    gained = f"Keeping the {k} most sensitive layers in floating point gives {kk:.1f}% ({_interval(won, True)})"
+    if won.lo <= 0:
+        return f"{head}. {gained}: " + (f"the gain is {UNRESOLVED}." if won.contains(0.0) else "a resolved loss.")
+    rest = (f"what is left below FP32 is {UNRESOLVED}" if left.contains(0.0) else
+            f"{f - kk:.1f} points stay lost, a resolved loss" if left.lo > 0 else "it is resolved above FP32")
+    return (f"{head}. {gained}: {(kk - q) / (f - q):.0%} of the loss recovered by {k} of {layers} layers; "
+            f"{rest} ({_interval(left, True)}).")
 
 
 def range_ratio_rows(ratios: Mapping[str, float]) -> list[dict]:

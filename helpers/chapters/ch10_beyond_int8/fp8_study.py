@@ -4,6 +4,9 @@ INT8 has a uniform grid: great for bell-shaped weights, poor when one outlier st
 FP8 has a log-like grid (relative error ~2^-4 for E4M3, ~2^-3 for E5M2 everywhere in its range):
 it tolerates outliers, and loses to INT8 where values are evenly spread.
 FP8 Tensor Cores exist from Ada (8.9) and Hopper (9.0); elsewhere the GPU cells say so and skip.
+The speeds are timed in interleaved rounds (every round times each variant in turn): each ratio is the
+median of the rounds' ratios, with their spread in the row as '<key> spread' (``rounds``), and
+``record_speeds`` stores it with the ch10.fp8.* records.
 
 Serves: chapter 10.
 """
@@ -11,17 +14,23 @@ Serves: chapter 10.
 from __future__ import annotations
 
 import copy
+import statistics
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from helpers.bench import Record, gemm_flops, record, tflops, timed_rounds, timeit
+from helpers.chapters.ch10_beyond_int8.rounds import PER_ROUND, ROUNDS, extra, with_spread
 from helpers.errors import InputError
 from helpers.quant.core import roundtrip
 from helpers.quant.fp8 import fp8_fake_quantize, fp8_scale
 from helpers.quant.metrics import mse, sqnr_db
-from helpers.validation import require_finite, require_float, require_nonempty
+from helpers.spread import paired_ratio
+from helpers.validation import require_finite, require_float, require_int_range, require_nonempty
 
 FP8_MIN_CC = (8, 9)
+Timer = Callable[[Callable[[], Any]], float]  # seconds per call of one function, measured once
 
 
 def sample_tensors(n: int = 1 << 16, seed: int = 0) -> dict[str, np.ndarray]:
@@ -85,24 +94,61 @@ def fp8_support() -> tuple[bool, str]:
     return True, ""
 
 
-def gemm_speed(sizes: tuple[int, ...] = (2048, 4096, 8192), repeats: int = 20) -> list[dict]:
-    """BF16 vs FP8 (e4m3, torch._scaled_mm) GEMM TFLOP/s at square sizes, same run (uses helpers.perf.gemm)."""
+def gpu_timer(per_round: int = PER_ROUND) -> Timer:
+    """Seconds per call of a function: the median of `per_round` calls, CUDA events (``bench.timeit``)."""
+    return lambda fn: timeit(fn, backend="torch", warmup=1, repeats=per_round).median_s
+
+
+def _interleaved(fns: Mapping[str, Callable[[], Any]], timer: Timer, rounds: int) -> dict[str, list[float]]:
+    """Seconds per call of each function by `timer`, one value per interleaved round (helpers.bench.timed_rounds)."""
+    return timed_rounds({k: (lambda fn=fn: timer(fn)) for k, fn in fns.items()}, rounds)
+
+
+def gemm_row(size: int, secs: Mapping[str, Sequence[float]]) -> dict:
+    """One GEMM row from interleaved rounds {'bf16': [s], 'fp8': [s]}: TFLOP/s (medians) and the FP8 / BF16
+    speed (the median of the rounds' BF16 ÷ FP8 time) with its spread as 'FP8 / BF16 spread'."""
+    flops = gemm_flops(size, size, size)
+    ratio, spread = paired_ratio(secs["bf16"], secs["fp8"])
+    row = {"size": size, "BF16 TFLOP/s": tflops(flops, statistics.median(secs["bf16"])),
+           "FP8 TFLOP/s": tflops(flops, statistics.median(secs["fp8"])), "FP8 / BF16": ratio}
+    return with_spread(row, "FP8 / BF16", spread)
+
+
+def gemm_speed(sizes: tuple[int, ...] = (2048, 4096, 8192), repeats: int = 20, rounds: int = ROUNDS) -> list[dict]:
+    """BF16 vs FP8 (e4m3, torch._scaled_mm) GEMM TFLOP/s at square sizes, the two interleaved over `rounds`
+    rounds of repeats // rounds calls each (GEMMs of helpers.perf.gemm)."""
     ok, why = fp8_support()
     if not ok:
         raise InputError(f"FP8 GEMM skipped: {why}.")
-    from helpers.perf.gemm import measure
+    from helpers.perf.gemm import gemm_fn
 
-    rows = []
-    for s in sizes:
-        bf16 = measure("bf16", s, repeats=repeats)
-        fp8 = measure("fp8", s, repeats=repeats)
-        rows.append({"size": s, "BF16 TFLOP/s": bf16.tflops, "FP8 TFLOP/s": fp8.tflops,
-                     "FP8 / BF16": fp8.tflops / bf16.tflops})
-    return rows
+    timer = gpu_timer(max(1, repeats // rounds))
+    return [gemm_row(s, _interleaved({p: gemm_fn(p, s, s, s) for p in ("bf16", "fp8")}, timer, rounds))
+            for s in sizes]
 
 
-def bert_speed(batch: int = 32, seq_len: int = 128, repeats: int = 20) -> dict:
-    """BERT-base at batch x seq_len: BF16 vs INT8 vs FP8 Linears (helpers.deploy.torch_int8), ms, ratios, output cosine.
+def bert_result(secs: Mapping[str, Sequence[float]], cosine: Mapping[str, float], batch: int, seq_len: int) -> dict:
+    """BERT timings from interleaved rounds {variant: [s]}: ms (medians), cosines, and the FP8 / BF16 and best
+    INT8 / BF16 speeds (medians of the rounds' ratios) with their spreads as '<key> spread'."""
+    out: dict[str, Any] = {"batch": batch, "seq": seq_len}
+    for name, s in secs.items():
+        out[f"{name} ms"] = statistics.median(s) * 1e3
+        out[f"{name} cosine"] = cosine[name]
+    int8 = [k for k in secs if k.startswith("INT8")]
+    if "BF16" not in secs or "FP8 (_scaled_mm)" not in secs or not int8:
+        raise InputError(f"bert_result needs BF16, FP8 (_scaled_mm) and an INT8 variant; got {', '.join(secs)}.")
+    best = min(int8, key=lambda k: out[f"{k} ms"])  # the faster INT8 path, paired round by round with BF16
+    out["INT8 best"] = best
+    for key, other in (("FP8 / BF16 speed", "FP8 (_scaled_mm)"), ("INT8 / BF16 speed", best)):
+        ratio, spread = paired_ratio(secs["BF16"], secs[other])
+        out[key] = ratio
+        with_spread(out, key, spread)
+    return out
+
+
+def bert_speed(batch: int = 32, seq_len: int = 128, repeats: int = 20, rounds: int = ROUNDS) -> dict:
+    """BERT-base at batch x seq_len: BF16 vs INT8 vs FP8 Linears (helpers.deploy.torch_int8), ms, ratios with
+    their spreads over interleaved rounds, output cosine.
 
     Each variant is replayed as one CUDA graph, so the times are GPU time, not Python's launch speed.
     INT8 runs twice: through torch._int_mm (dequantize in a second kernel) and, where Triton is
@@ -113,11 +159,10 @@ def bert_speed(batch: int = 32, seq_len: int = 128, repeats: int = 20) -> dict:
         raise InputError(f"FP8 model skipped: {why}.")
     import torch
 
-    from helpers.bench import timeit
+    from helpers.chapters.ch09_deployment.workloads import cuda_graph
     from helpers.deploy.qdq_model import calibrate
     from helpers.deploy.torch_int8 import to_int8
     from helpers.deploy.triton_int8 import available as triton_available
-    from helpers.chapters.ch09_deployment.workloads import cuda_graph
     from helpers.models.bert import bert_base, bert_inputs
 
     base = bert_base(seq_len).eval()
@@ -127,13 +172,23 @@ def bert_speed(batch: int = 32, seq_len: int = 128, repeats: int = 20) -> dict:
     if triton_available():
         variants["INT8 (Triton, fused)"] = to_int8(bf16, amax, fused=True)
     kw = bert_inputs(batch, seq_len, "cuda")
-    out: dict[str, Any] = {"batch": batch, "seq": seq_len}
     with torch.inference_mode():
         ref = bf16(**kw)[0].float().flatten()
-        for name, m in variants.items():
-            out[f"{name} ms"] = timeit(cuda_graph(lambda m=m: m(**kw)), backend="torch", repeats=repeats).median_ms
-            y = m(**kw)[0].float().flatten()
-            out[f"{name} cosine"] = float(torch.nn.functional.cosine_similarity(ref, y, dim=0))
-    out["FP8 / BF16 speed"] = out["BF16 ms"] / out["FP8 (_scaled_mm) ms"]
-    out["INT8 / BF16 speed"] = out["BF16 ms"] / min(v for k, v in out.items() if k.startswith("INT8") and k.endswith(" ms"))
-    return out
+        cosine = {name: float(torch.nn.functional.cosine_similarity(ref, m(**kw)[0].float().flatten(), dim=0))
+                  for name, m in variants.items()}
+        graphs = {name: cuda_graph(lambda m=m: m(**kw)) for name, m in variants.items()}
+        secs = _interleaved(graphs, gpu_timer(max(1, repeats // rounds)), rounds)
+    return bert_result(secs, cosine, batch, seq_len)
+
+
+def record_speeds(gemm_rows: Sequence[Mapping[str, Any]], bert: Mapping[str, Any]) -> list[Record]:
+    """Record ch10.fp8.gemm_fp8_over_bf16 (the largest size), ch10.fp8.bert_fp8_over_bf16 and
+    ch10.fp8.bert_int8_over_bf16, each with the spread of its interleaved rounds."""
+    if not gemm_rows:
+        raise InputError("record_speeds needs the rows of gemm_speed(...); got none.")
+    g = max(gemm_rows, key=lambda r: r["size"])
+    return [record("ch10.fp8.gemm_fp8_over_bf16", g["FP8 / BF16"], "ratio", size=g["size"], **extra(g, "FP8 / BF16")),
+            record("ch10.fp8.bert_fp8_over_bf16", bert["FP8 / BF16 speed"], "ratio", batch=bert["batch"],
+                   seq=bert["seq"], **extra(bert, "FP8 / BF16 speed")),
+            record("ch10.fp8.bert_int8_over_bf16", bert["INT8 / BF16 speed"], "ratio", batch=bert["batch"],
+                   seq=bert["seq"], path=bert["INT8 best"], **extra(bert, "INT8 / BF16 speed"))]

@@ -17,17 +17,19 @@ Serves: chapter 10.
 from __future__ import annotations
 
 import queue
+import statistics
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from helpers.bench import timeit
+from helpers.chapters.ch10_beyond_int8 import rounds as rounds_mod
+from helpers.chapters.ch10_beyond_int8.video_stages import pcie_bytes_per_frame, split_stages, video_stages
 from helpers.device import require_gpu
 from helpers.errors import InputError
+from helpers.spread import Spread, paired_ratio
 from helpers.validation import require_int_range
-
-SPLIT_BLOCKS = 3  # conv + ReLU blocks of the video net that the CPU side may take
 
 
 def _torch() -> Any:
@@ -37,26 +39,27 @@ def _torch() -> Any:
     return torch
 
 
-def host_to_device_gbs(size_mb: int = 256, *, pinned: bool, repeats: int = 20) -> float:
-    """Host-to-device copy bandwidth in GB/s from pinned (page-locked) or pageable host memory."""
-    require_gpu("A host-to-device bandwidth measurement")
-    require_int_range(size_mb, 1, 16384, "size_mb")
+def _h2d_copy(size_mb: int, pinned: bool) -> Callable[[], Any]:
+    """A host-to-device copy of `size_mb` MiB from pinned (page-locked) or pageable host memory."""
     torch = _torch()
-    n = size_mb << 20
-    host = torch.empty(n, dtype=torch.uint8, pin_memory=pinned)
+    host = torch.empty(size_mb << 20, dtype=torch.uint8, pin_memory=pinned)
     host.fill_(1)
-    dev = torch.empty(n, dtype=torch.uint8, device="cuda")
-    t = timeit(lambda: dev.copy_(host, non_blocking=pinned), backend="torch", warmup=2, repeats=repeats)
-    return n / t.median_s / 1e9
+    dev = torch.empty(size_mb << 20, dtype=torch.uint8, device="cuda")
+    return lambda: dev.copy_(host, non_blocking=pinned)
 
 
-def pinned_vs_pageable(sizes_mb: Sequence[int] = (4, 64, 256)) -> list[dict]:
-    """Rows of size, pageable GB/s, pinned GB/s and pinned/pageable for each host buffer size."""
+def pinned_vs_pageable(sizes_mb: Sequence[int] = (4, 64, 256), *, rounds: int = rounds_mod.ROUNDS) -> list[dict]:
+    """Rows of size, pageable GB/s, pinned GB/s and pinned/pageable for each host buffer size; the two
+    copies are timed in interleaved rounds, and 'pinned/pageable spread' is the rounds' spread."""
+    require_gpu("A host-to-device bandwidth measurement")
     rows = []
     for mb in sizes_mb:
-        page = host_to_device_gbs(mb, pinned=False)
-        pin = host_to_device_gbs(mb, pinned=True)
-        rows.append({"size MB": mb, "pageable GB/s": page, "pinned GB/s": pin, "pinned/pageable": pin / page})
+        require_int_range(mb, 1, 16384, "size_mb")
+        ratio, spread, ms = rounds_mod.speed_ratio(_h2d_copy(mb, False), _h2d_copy(mb, True), backend="torch",
+                                                   rounds=rounds)
+        row = {"size MB": mb, "pageable GB/s": (mb << 20) / ms["base ms"] / 1e6,
+               "pinned GB/s": (mb << 20) / ms["other ms"] / 1e6, "pinned/pageable": ratio}
+        rows.append(rounds_mod.with_spread(row, "pinned/pageable", spread))
     return rows
 
 
@@ -67,11 +70,13 @@ def overlap_bound(copy_s: float, compute_s: float) -> float:
     return (copy_s + compute_s) / max(copy_s, compute_s)
 
 
-def overlap_copy_compute(chunks: int = 8, chunk_mb: int = 64, matmuls: int = 2, repeats: int = 10) -> dict:
+def overlap_copy_compute(chunks: int = 8, chunk_mb: int = 64, matmuls: int = 2, repeats: int = 10,
+                         rounds: int = rounds_mod.ROUNDS) -> dict:
     """Stream H2D copies of `chunks` pinned FP16 chunks and a matmul on each: serial vs double-buffered.
 
     Serial: copy, then compute, on one stream. Overlapped: copies on one stream, compute on another,
-    with events so that chunk i+1 is copied while chunk i is computed. Returns times in ms and ratios.
+    with events so that chunk i+1 is copied while chunk i is computed. Returns times in ms and ratios;
+    serial and overlapped are timed in interleaved rounds ('speedup spread': the rounds' spread).
     """
     require_gpu("Overlapping copies with compute on CUDA streams")
     require_int_range(chunks, 2, 256, "chunks")
@@ -123,14 +128,15 @@ def overlap_copy_compute(chunks: int = 8, chunk_mb: int = 64, matmuls: int = 2, 
         main.wait_stream(comp_stream)
 
     t = {name: timeit(fn, backend="torch", warmup=2, repeats=repeats).median_s
-         for name, fn in (("copy", copy_only), ("compute", compute_only), ("serial", serial),
-                          ("overlapped", overlapped))}
-    return {
+         for name, fn in (("copy", copy_only), ("compute", compute_only))}
+    speedup, spread, ms = rounds_mod.speed_ratio(serial, overlapped, backend="torch", rounds=rounds)
+    row = {
         "copy ms": t["copy"] * 1e3, "compute ms": t["compute"] * 1e3,
-        "serial ms": t["serial"] * 1e3, "overlapped ms": t["overlapped"] * 1e3,
-        "speedup": t["serial"] / t["overlapped"], "bound": overlap_bound(t["copy"], t["compute"]),
+        "serial ms": ms["base ms"], "overlapped ms": ms["other ms"],
+        "speedup": speedup, "bound": overlap_bound(t["copy"], t["compute"]),
         "chunk MB": chunk_mb, "chunks": chunks,
     }
+    return rounds_mod.with_spread(row, "speedup", spread)
 
 
 def run_two_stage(stage_a: Callable[[Any], Any], stage_b: Callable[[Any], Any], items: Iterable[Any],
@@ -173,132 +179,37 @@ def run_two_stage(stage_a: Callable[[Any], Any], stage_b: Callable[[Any], Any], 
 _END = object()
 
 
-def _video_net(width: int) -> Any:
-    """The toy video model: three stride-2 conv + ReLU blocks, global pooling, a 10-class head (seeded)."""
-    torch = _torch()
-    from torch import nn
-
-    torch.manual_seed(0)
-    return nn.Sequential(
-        nn.Conv2d(3, width, 3, 2, 1), nn.ReLU(), nn.Conv2d(width, 2 * width, 3, 2, 1), nn.ReLU(),
-        nn.Conv2d(2 * width, 4 * width, 3, 2, 1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-        nn.Linear(4 * width, 10),
-    ).eval()
-
-
-def _frames(size: int, batch: int, count: int = 12) -> list:
-    """`count` batches of random uint8 HWC frames at twice the model's input size (decoded video)."""
-    torch = _torch()
-    gen = torch.Generator().manual_seed(0)
-    return [torch.randint(0, 256, (batch, size * 2, size * 2, 3), dtype=torch.uint8, generator=gen)
-            for _ in range(count)]
-
-
-def _preprocess(frame: Any, size: int) -> Any:
-    """uint8 NHWC frames -> resized, normalised float NCHW (what a decoder's CPU side does)."""
-    torch = _torch()
-    x = frame.permute(0, 3, 1, 2).float().div_(255.0)
-    x = torch.nn.functional.interpolate(x, size=(size, size), mode="bilinear", align_corners=False)
-    return (x - 0.45) / 0.225
-
-
-def video_stages(device: str, size: int = 224, batch: int = 8, width: int = 32) -> tuple[Callable, Callable, list]:
-    """(preprocess, infer, frames) of a toy video pipeline: uint8 HWC frames -> resize/normalise on the CPU -> CNN.
-
-    preprocess runs on the CPU (as decoding and resizing usually do) and hands over pinned tensors;
-    infer copies to `device`, runs a small conv net and returns the class ids on the host.
-    """
-    return split_stages(device, 0, size=size, batch=batch, width=width)
-
-
-def split_stages(device: str, k: int, *, size: int = 224, batch: int = 8,
-                 width: int = 32) -> tuple[Callable, Callable, list]:
-    """(cpu_stage, device_stage, frames) with the video net's first `k` conv blocks moved to the CPU stage.
-
-    The CPU stage preprocesses, runs blocks 1..k in FP32 and hands over FP16 (pinned for a GPU);
-    the device stage copies that to `device` and runs the rest. k = 0 is the usual split.
-    """
-    from helpers.validation import require_choice
-
-    require_choice(device, ("cpu", "cuda"), "device")
-    require_int_range(k, 0, SPLIT_BLOCKS, "k (conv blocks on the CPU)")
-    if device == "cuda":
-        require_gpu("The GPU half of the video pipeline")
-    torch = _torch()
-    net = _video_net(width)
-    head, tail = net[: 2 * k], net[2 * k:].to(device)
-    half = device == "cuda"
-    if half:
-        tail = tail.half()
-
-    @torch.inference_mode()
-    def cpu_stage(frame: Any) -> Any:
-        x = head(_preprocess(frame, size))
-        return x.half().pin_memory() if half else x
-
-    @torch.inference_mode()
-    def device_stage(x: Any) -> Any:
-        y = tail(x.to(device, non_blocking=True)).argmax(1)
-        if not half:
-            return y
-        out = torch.empty(y.shape, dtype=y.dtype, pin_memory=True)
-        out.copy_(y, non_blocking=True)
-        done = torch.cuda.Event(blocking=True)  # the waiting thread sleeps: it leaves its core to the CPU stage
-        done.record()
-        done.synchronize()
-        return out
-
-    return cpu_stage, device_stage, _frames(size, batch)
-
-
-def pcie_bytes_per_frame(k: int, *, size: int = 224, width: int = 32, bytes_per_value: int = 2) -> int:
-    """Bytes one frame sends to the GPU when the first `k` conv blocks run on the CPU (FP16 by default).
-
-    Exact and device-free: a stride-2 conv quarters the pixels but multiplies the channels.
-    """
-    require_int_range(k, 0, SPLIT_BLOCKS, "k (conv blocks on the CPU)")
-    channels, side = 3, size
-    for i in range(k):
-        channels, side = width * 2**i, (side + 1) // 2
-    return channels * side * side * bytes_per_value
-
-
-def split_bytes_rows(ks: Sequence[int] = (0, 1, 2, 3), *, size: int = 224, width: int = 32) -> list[dict]:
-    """Per k: the tensor that crosses PCIe per frame and its size relative to k = 0 (no GPU needed)."""
-    base = pcie_bytes_per_frame(0, size=size, width=width)
-    rows = []
-    for k in ks:
-        b = pcie_bytes_per_frame(k, size=size, width=width)
-        rows.append({"conv blocks on the CPU": k, "KB per frame over PCIe (FP16)": b / 1e3,
-                     "vs no split": b / base})
-    return rows
-
-
-def split_layers_gain(device: str, ks: Sequence[int] = (0, 1, 2), *, repeats: int = 3, size: int = 224,
-                      batch: int = 8, width: int = 32) -> list[dict]:
+def split_layers_gain(device: str, ks: Sequence[int] = (0, 1, 2), *, rounds: int = rounds_mod.ROUNDS,
+                      size: int = 224, batch: int = 8, width: int = 32) -> list[dict]:
     """Pipelined frames/s with the first k conv blocks on the CPU, per k, and the gain over k = 0.
 
-    Each row: bytes per frame over PCIe, CPU-stage and device-stage ms per batch, pipelined fps,
-    and 'gain vs k=0' (the notes claim about +0.15 for k = 1 or 2).
+    Each row: bytes per frame over PCIe, CPU-stage and device-stage ms per batch, pipelined fps, and
+    'gain vs k=0' (the notes claim about +0.15 for k = 1 or 2). Every round runs each k once, one after
+    the other, so the gain is the median of paired per-round gains and 'gain vs k=0 spread' their spread.
     """
     if not ks or 0 not in ks:
         raise InputError(f"ks must include 0 (the baseline without a split); got {list(ks)}.")
-    rows = []
-    for k in ks:
-        pre, post, frames = split_stages(device, k, size=size, batch=batch, width=width)
+    require_int_range(rounds, 1, 100, "rounds")
+    stages = {k: split_stages(device, k, size=size, batch=batch, width=width) for k in ks}
+    stage_s = {}
+    for k, (pre, post, frames) in stages.items():
         _pipelined(pre, post, frames[:4], device)  # warm-up (the pinned buffers of a full queue too)
-        t_cpu = min(_stage_time(pre, frames) for _ in range(repeats))
         xs = [pre(f) for f in frames]
-        t_dev = min(_stage_time(post, xs) for _ in range(repeats))
-        t_pip = min(_pipelined(pre, post, frames, device)[0] for _ in range(repeats))
-        n = len(frames) * batch
-        rows.append({"conv blocks on the CPU": k, "KB per frame over PCIe": pcie_bytes_per_frame(k, size=size, width=width) / 1e3,
-                     "CPU stage ms/batch": t_cpu / len(frames) * 1e3,
-                     f"{'GPU' if device == 'cuda' else 'rest (CPU)'} stage ms/batch": t_dev / len(frames) * 1e3,
-                     "pipelined fps": n / t_pip})
-    base = next(r["pipelined fps"] for r in rows if r["conv blocks on the CPU"] == 0)
-    for r in rows:
-        r["gain vs k=0"] = r["pipelined fps"] / base - 1
+        stage_s[k] = (min(_stage_time(pre, frames) for _ in range(2)), min(_stage_time(post, xs) for _ in range(2)))
+    secs: dict[int, list[float]] = {k: [] for k in ks}
+    for _ in range(rounds):  # interleaved: a slow moment of the machine slows every k of this round
+        for k, (pre, post, frames) in stages.items():
+            secs[k].append(_pipelined(pre, post, frames, device)[0])
+    rows = []
+    for k, (pre, post, frames) in stages.items():
+        ratio, spread = paired_ratio(secs[0], secs[k])  # k = 0 time ÷ k time: > 1 when the split is faster
+        row = {"conv blocks on the CPU": k,
+               "KB per frame over PCIe": pcie_bytes_per_frame(k, size=size, width=width) / 1e3,
+               "CPU stage ms/batch": stage_s[k][0] / len(frames) * 1e3,
+               f"{'GPU' if device == 'cuda' else 'rest (CPU)'} stage ms/batch": stage_s[k][1] / len(frames) * 1e3,
+               "pipelined fps": len(frames) * batch / statistics.median(secs[k]), "gain vs k=0": ratio - 1}
+        gain = None if spread is None or k == 0 else Spread(spread.lo - 1, spread.hi - 1, spread.method)
+        rows.append(rounds_mod.with_spread(row, "gain vs k=0", gain))
     return rows
 
 
@@ -346,8 +257,6 @@ def _pipelined(pre: Callable, post: Callable, frames: Sequence[Any], device: str
 
 def _split_pipeline_gain(device: str, repeats: int, **kwargs: Any) -> dict:
     """split_pipeline_gain without the thread setting."""
-    import statistics
-
     from helpers.spread import of_samples
 
     require_int_range(repeats, 1, 100, "repeats")
@@ -380,8 +289,6 @@ def _split_pipeline_gain(device: str, repeats: int, **kwargs: Any) -> dict:
 
 def gain_spread(row: dict) -> dict:
     """The extras that store a split_pipeline_gain row's spread with its record (empty for one round)."""
-    from helpers.spread import Spread
-
     if row.get("gain lo") is None:
         return {}
     return Spread(row["gain lo"], row["gain hi"], "p10..p90 (min..max under 5) of interleaved rounds").extra()

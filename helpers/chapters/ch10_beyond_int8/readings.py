@@ -19,7 +19,7 @@ from helpers.findings import NOT_RESOLVED, spread_of
 from helpers.spread import Spread
 
 NOTES_SPLIT_GAIN = 0.15  # lecture notes §6.3: first 1-2 layers on the CPU, ~15% end to end for video
-RECOVERED_PTS = 1.0  # "recovered": within this many points of FP32
+RECOVERED_PTS = 1.0  # without a stored spread: "recovered" is within this many points of FP32
 NO_SPREAD = "no spread is stored with these timings, so whether that is beyond the noise is unknown"
 NO_SPREAD_ZH = "这些计时没有保存噪声范围，无法判断差异是否超出噪声"
 ABOVE, BELOW, INSIDE, UNKNOWN = "above", "below", "inside", "no spread"
@@ -84,15 +84,17 @@ def fp8_model(values: Mapping[str, float]) -> str:
     where = ({k: side(sp) for k, sp in spreads.items()} if known else
              {k: ABOVE if values[k] > 1 else BELOW if values[k] < 1 else INSIDE for k in spreads})
     words = {ABOVE: "faster than BF16", BELOW: "slower than BF16", INSIDE: f"{NOT_RESOLVED} against BF16"}
-    gemm = where["g"]
-    models = BELOW if BELOW in (where["f"], where["i"]) else ABOVE if where["f"] == where["i"] == ABOVE else INSIDE
-    if gemm == ABOVE and models == BELOW:
+    gemm, f, i = where["g"], where["f"], where["i"]
+    if f != i:  # the two models answer differently: say each, never one word for both
+        text = (f"the GEMM alone is {words[gemm]}; the eager model is {words[f]} with FP8 Linears and "
+                f"{words[i]} with INT8 Linears")
+    elif gemm == ABOVE and f == BELOW:
         text = ("the GEMM alone is faster, but the eager models are slower than BF16: the separate quantize and "
                 "rescale passes cost more than the faster GEMMs save")
-    elif gemm == models:
+    elif gemm == f:
         text = f"the GEMM alone is {words[gemm]}, and the models follow it"
     else:
-        text = f"the GEMM alone is {words[gemm]}; the eager models are {words[models]}"
+        text = f"the GEMM alone is {words[gemm]}; the eager models are {words[f]}"
     return text if known else f"by the numbers {text}; {NO_SPREAD}"
 
 
@@ -135,18 +137,35 @@ def _trend(s: list[float], spreads: list[Spread] | None) -> str:
     return "flat" if not (ends_up or ends_down) else "unsteady"
 
 
+def _recovered(acc: Mapping[int, float], fp32_acc: float, vs_fp32: Mapping[int, Spread] | None) -> str:
+    """From which k the accuracy is back to FP32's: no loss beyond the paired bootstrap of each k against FP32
+    (`vs_fp32`, by k); without those spreads, within RECOVERED_PTS by the bare numbers, and it says so."""
+    ks = sorted(acc)
+    if vs_fp32 is not None and all(k in vs_fp32 for k in ks):
+        k = next((k for k in ks if vs_fp32[k].hi >= 0), None)
+        if k is None:
+            return "every k still loses accuracy against FP32 beyond the noise"
+        s = vs_fp32[k]
+        return (f"from k={k} no loss against FP32 is resolved (k={k} − FP32: {s.lo:+.1f}..{s.hi:+.1f} points, "
+                f"{s.method})")
+    k = next((k for k in ks if acc[k] >= fp32_acc - RECOVERED_PTS), None)
+    bare = "by the bare numbers, no spread stored"
+    return (f"the accuracy is back within {RECOVERED_PTS:g} point of FP32 from k={k} ({bare})" if k is not None
+            else f"no k brings it within {RECOVERED_PTS:g} point of FP32 ({bare})")
+
+
 def mixed_precision(acc: Mapping[int, float], speed: Mapping[int, float], fp32_acc: float, where: str,
-                    spreads: Mapping[int, Spread] | None = None) -> str:
+                    spreads: Mapping[int, Spread] | None = None,
+                    vs_fp32: Mapping[int, Spread] | None = None) -> str:
     """The accuracy-and-speed reading of the mixed-precision curve, k = layers kept in floating point; the
-    speed's trend counts only beyond each k's spread over the interleaved rounds (`spreads`, by k)."""
+    speed's trend counts only beyond each k's spread over the interleaved rounds (`spreads`, by k), the
+    recovery only beyond each k's paired bootstrap against FP32 (`vs_fp32`, by k)."""
     if not acc:
         raise InputError("mixed_precision needs the accuracy per k (layers kept in floating point).")
     ks = sorted(acc)
     lines = [f"With every layer in INT8 the fragile CNN scores {acc[ks[0]]:.1f}% (FP32 {fp32_acc:.1f}%)."]
     steps = ", ".join(f"k={k}: {acc[k]:.1f}%" for k in ks[1:3])
-    recovered = next((k for k in ks if acc[k] >= fp32_acc - RECOVERED_PTS), None)
-    rec = (f"the accuracy is back within {RECOVERED_PTS:g} point of FP32 from k={recovered}" if recovered is not None
-           else f"no k brings it within {RECOVERED_PTS:g} point of FP32")
+    rec = _recovered(acc, fp32_acc, vs_fp32)
     lines.append(f"Keeping the most sensitive layers in floating point ({steps}): {rec}.")
     sk = [k for k in ks if k in speed]
     if len(sk) < 2:
@@ -175,13 +194,36 @@ def mixed_precision(acc: Mapping[int, float], speed: Mapping[int, float], fp32_a
 
 
 def split_claim(values: Mapping[str, float]) -> str:
-    """Verdict on the notes' split claim from the gains {'g1', 'g2'} of 1 and 2 CPU blocks over no split."""
-    best = max(values["g1"], values["g2"])
+    """Verdict on the notes' split claim from the gains {'g1', 'g2'} of 1 and 2 CPU blocks over no split, the
+    better one judged by its interleaved rounds' spread (against +15 % and against no gain at all)."""
+    key = max(("g1", "g2"), key=lambda k: values[k])
+    best, s = values[key], spread_of(values, key)
+    notes = f"the notes' +{NOTES_SPLIT_GAIN:.0%}"
+    if s is not None and s.contains(NOTES_SPLIT_GAIN):
+        return (f"whether the better split reaches {notes} is {NOT_RESOLVED} (its rounds ranged from "
+                f"{s.lo:+.0%} to {s.hi:+.0%})")
     if best >= NOTES_SPLIT_GAIN:
-        return f"the notes' +{NOTES_SPLIT_GAIN:.0%} holds here"
-    if best > 0.03:
-        return f"a gain, but short of the notes' +{NOTES_SPLIT_GAIN:.0%}"
-    return f"the notes' +{NOTES_SPLIT_GAIN:.0%} does not hold here: moving layers to the CPU makes the pipeline slower or no faster"
+        return f"{notes} holds here" + ("" if s is not None else f" by the numbers; {NO_SPREAD}")
+    where = side(s, 0.0)
+    if where == INSIDE:
+        return (f"{notes} does not hold here: the better split's gain is {NOT_RESOLVED} (its rounds ranged "
+                f"from {s.lo:+.0%} to {s.hi:+.0%}), so moving layers to the CPU made the pipeline no faster")
+    if where == ABOVE or (where == UNKNOWN and best > 0):
+        return f"a gain, but short of {notes}" + ("" if s is not None else f"; {NO_SPREAD}")
+    return (f"{notes} does not hold here: moving layers to the CPU makes the pipeline slower"
+            + ("" if s is not None else f" by the numbers; {NO_SPREAD}"))
+
+
+def copies_sentence(values: Mapping[str, float]) -> str:
+    """What pinned memory {'p'} and copy/compute overlap on two streams {'o'} bought, each speed-up judged by
+    its interleaved rounds' spread (a record without one is read by its bare number and says so)."""
+    parts = []
+    for key, what in (("p", "pinned memory against pageable"), ("o", "two streams against one")):
+        where = side(spread_of(values, key))
+        parts.append(f"{what}: {NOT_RESOLVED}" if where == INSIDE else
+                     f"{what}: {'faster' if values[key] > 1 else 'slower'}"
+                     + (f" ({NO_SPREAD})" if where == UNKNOWN else ""))
+    return "; ".join(parts)
 
 
 VIDEO = "ch10.pipeline.video_gain"

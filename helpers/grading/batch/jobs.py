@@ -55,7 +55,7 @@ def stop_all() -> None:
 
 def kill_leftovers() -> None:
     """Kill every descendant of the batch that is not one of its own children from before grading."""
-    procs.kill_descendants(keep=_KEEP | _family(_KEEP))
+    procs.kill_descendants(keep=set(_KEEP))
 
 
 def adopt_orphans() -> None:
@@ -91,10 +91,10 @@ def _run_once(job: dict, timeout: float) -> tuple[dict | None, str, str]:
     nonce = secrets.token_hex(16)
     if STOP.is_set():
         raise Stopped
-    proc = subprocess.Popen([sys.executable, "-m", "helpers.grading.batch.worker"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                            cwd=job["scratch"], env=_worker_env())
-    with _LOCK:
+    with _LOCK:  # started and registered in one step: another job's clean-up never sees it unregistered
+        proc = subprocess.Popen([sys.executable, "-m", "helpers.grading.batch.worker"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                                cwd=job["scratch"], env=_worker_env())
         _LIVE.add(proc.pid)
     if STOP.is_set():  # stopped while it started: stop_all may not have seen it
         os.killpg(proc.pid, signal.SIGKILL)
@@ -114,7 +114,7 @@ def _run_once(job: dict, timeout: float) -> tuple[dict | None, str, str]:
         except OSError:
             pass
         with _LOCK:
-            procs.kill_descendants(keep=set(_LIVE) | _worker_family() | _KEEP | _family(_KEEP))
+            procs.kill_descendants(keep=set(_LIVE) | _KEEP)
     if STOP.is_set():
         raise Stopped
     lines = out.decode(errors="replace").splitlines()
@@ -138,19 +138,6 @@ def _last_line(err: bytes) -> str:
     """': <the worker's last line on stderr>' (its own error, never the student's output), or ''."""
     lines = [ln.strip() for ln in err.decode(errors="replace").splitlines() if ln.strip()]
     return f": {lines[-1][:300]}" if lines else ""
-
-
-def _family(pids: set[int]) -> set[int]:
-    """The descendants of some processes."""
-    out: set[int] = set()
-    for pid in pids:
-        out |= set(procs.descendants(pid))
-    return out
-
-
-def _worker_family() -> set[int]:
-    """Live workers and their descendants (not to be killed while another worker runs)."""
-    return set(_LIVE) | _family(set(_LIVE))
 
 
 def run_job(job: dict, timeout: float) -> RunResult:

@@ -41,13 +41,16 @@ def _parents() -> dict[int, int]:
     return out
 
 
-def descendants(pid: int | None = None) -> list[int]:
-    """Every descendant of `pid` (default: this process)."""
-    pid = os.getpid() if pid is None else pid
-    parents = _parents()
+def _children() -> dict[int, list[int]]:
+    """parent pid -> its children, for every visible process."""
     kids: dict[int, list[int]] = {}
-    for child, parent in parents.items():
+    for child, parent in _parents().items():
         kids.setdefault(parent, []).append(child)
+    return kids
+
+
+def _tree(pid: int, kids: dict[int, list[int]]) -> list[int]:
+    """Every descendant of `pid` in a parent -> children map."""
     out, todo = [], list(kids.get(pid, []))
     while todo:
         p = todo.pop()
@@ -56,12 +59,22 @@ def descendants(pid: int | None = None) -> list[int]:
     return out
 
 
+def descendants(pid: int | None = None) -> list[int]:
+    """Every descendant of `pid` (default: this process)."""
+    return _tree(os.getpid() if pid is None else pid, _children())
+
+
 def kill_descendants(pid: int | None = None, keep: set[int] | None = None, rounds: int = 6) -> int:
-    """SIGKILL every descendant of `pid` except `keep` (repeatedly, for ones forked meanwhile); return how many."""
+    """SIGKILL every descendant of `pid` except the processes in `keep` and all of theirs (repeatedly, for ones
+    forked meanwhile); return how many. The kept trees are read anew each round, so a process that a kept one
+    starts while this runs (a live worker's kernel, its compiler's probe) is never taken for a leftover."""
     keep = keep or set()
+    root = os.getpid() if pid is None else pid
     killed = 0
     for _ in range(rounds):
-        found = [d for d in descendants(pid) if d not in keep]
+        kids = _children()
+        spared = set(keep).union(*(_tree(k, kids) for k in keep))
+        found = [d for d in _tree(root, kids) if d not in spared]
         if not found:
             break
         for d in found:

@@ -1,5 +1,6 @@
 """Lab 1's fake GPU and its timer checks: a stand-in for `torch.cuda` whose queued work finishes later
-in real time, so a student's timer can be judged on any machine (synchronized? warmed up?).
+in real time, so a student's timer can be judged on any machine (synchronized? warmed up?); and the
+measured roof, fitted so that no measured kernel lies above it.
 
 Serves: lab01 (the timer exercise; also used by the lab's own demo cell).
 """
@@ -9,6 +10,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
+
 
 
 # --- the fake GPU -----------------------------------------------------------------------------

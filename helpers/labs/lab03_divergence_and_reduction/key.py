@@ -8,7 +8,6 @@ from __future__ import annotations
 import numpy as np
 
 from helpers.grading.exercise import Case, Exercise, register
-from helpers.grading import traced
 from helpers.labs.lab03_divergence_and_reduction import kit
 
 SIM_ITERS = 3
@@ -65,7 +64,7 @@ register(
     ),
     Exercise(
         id="lab03.block_sum", title="shared-memory block reduction", spec=block_sums_spec, cases=_sum_cases,
-        hidden=_hidden_sum_cases, run=kit.run_block_sum, compare=traced.compare_values,
+        hidden=_hidden_sum_cases, run=kit.run_block_sum, compare=kit.compare_block_sum,
         perf=kit.block_sum, plot=False,
         hint="Each block adds its 256 values as a tree in shared memory: halve the number of active threads "
              "at each step, and wait for the whole block between steps.",

@@ -1,5 +1,5 @@
 """Lab 03 on the student's side: run the divergence and block-sum kernels traced in the simulator and judge
-their values and divergence; the GPU speed checks.
+their values, divergence and shared-memory bank conflicts; the GPU speed checks.
 
 Serves: lab 03.
 """
@@ -14,6 +14,7 @@ import numpy as np
 from helpers.grading.compare import compare_arrays
 from helpers.grading.kernel_perf import perf_ratio
 from helpers.grading.traced import no_divergence, run_traced, unpack
+from helpers.perf import access_patterns
 
 SUM_THREADS = 256
 
@@ -34,6 +35,21 @@ def compare_divergence(got: Any, expected: np.ndarray) -> None:
     out, trace = unpack(got, ("x", "out"))
     compare_arrays(out, expected, False, 1e-5, 1e-6)
     no_divergence(trace)
+
+
+def compare_block_sum(got: Any, expected: np.ndarray) -> None:
+    """Exact values, then a tree in shared memory whose warp accesses have no bank conflicts."""
+    out, trace = unpack(got, ("x", "partial"))
+    compare_arrays(out, expected, True, 0, 0)
+    s = access_patterns.summarize(trace)
+    if s["shared_requests"] == 0:
+        raise AssertionError("the values are right, but your kernel never touched shared memory: add the "
+                             "block's values as a tree in a cuda.shared.array.")
+    if s["worst_bank_conflict"] > 1:
+        raise AssertionError(f"the values are right, but shared-memory accesses have up to "
+                             f"{s['worst_bank_conflict']}-way bank conflicts: with a strided index "
+                             "(2·k·tid), lanes of one warp land in the same bank. Keep the active threads "
+                             "contiguous and let each read the word k further along (sequential addressing).")
 
 
 # --- speed checks, run only on a GPU in the student's own notebook (same run, as a ratio) ---

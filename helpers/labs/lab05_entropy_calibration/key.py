@@ -1,8 +1,9 @@
 """Lab 5: entropy (KL divergence) calibration, TensorRT's method, built step by step.
 
 Specs are helpers.quant.calibrators' own functions (tested against pytorch-quantization 2.1.3).
-Known-wrong variants (tests/test_ch06_lab05.py): the tail not folded into the last bin, Q spread
-over empty bins too, bin 0 not replaced, KL arguments reversed or not normalised.
+Known-wrong variants (tests/labs/test_lab04_lab05_checks.py, tests/labs/lab05_entropy_calibration/): the
+tail not folded into the last bin, Q built from P (the tail folded in), Q spread over empty bins too, bin 0
+not replaced, KL arguments reversed or not normalised.
 
 Serves: lab05 (its answer key: specs, visible and hidden cases, hints).
 """
@@ -122,8 +123,8 @@ register(
         id="lab05.candidate_distributions", title="P and Q for one clipping point",
         spec=spec_candidate_distributions, cases=candidate_cases, hidden=hidden_candidate_cases,
         compare="close", rtol=1e-9, atol=1e-12,
-        hint="P is the histogram clipped at bin i (what lies beyond lands in its last bin); Q is P's first i "
-             "bins squeezed into num_levels groups and spread back.",
+        hint="P is the histogram clipped at bin i (what lies beyond lands in its last bin); Q is the histogram's "
+             "own first i bins, before that fold, squeezed into num_levels groups and spread back.",
         hints=("Group the first i bins with np.digitize over np.linspace(0, i, num_levels + 1). Each group's "
                "total is shared equally by its non-empty bins only; empty bins stay 0.",),
     ),

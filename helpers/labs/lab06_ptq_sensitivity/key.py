@@ -2,9 +2,10 @@
 
 The specs are the reference implementations in helpers.model_quant.ptq and .sensitivity; the grader
 runs them once per batch on its own machine, so thresholds are measured, not guessed. The cases use
-4-bit PTQ of the chapter's ResNet, where each classic mistake (no calibration pass, quantizers left
-off, per-tensor instead of per-channel weights, sorting the wrong way) changes the answer by more
-than the tolerance.
+4-bit PTQ of the chapter's ResNet, where the classic mistakes tested in tests/labs/lab06_ptq_sensitivity/
+(quantizers left off, 8 bits instead of `bits`, the FP32 model, sorting the wrong way, no sorting) change
+the answer by more than the tolerance. Ignoring `per_channel` is not caught: at W4A4 with percentile
+calibration per-tensor weights score within the tolerance on this model (see that test).
 
 Serves: lab06 (its answer key: specs, visible and hidden cases, hints).
 """

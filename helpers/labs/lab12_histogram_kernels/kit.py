@@ -1,22 +1,27 @@
 """Lab 12 on the student's side: run a histogram kernel traced in the simulator (the shared traced runs),
 judge exact counts, data races, privatised bins and the calibrators' amax; the GPU speed checks; and what
-the lab shows (amax from your kernel, GPU timings, stored H200 numbers). No answers live here.
+the lab shows (amax from your kernel, GPU timings in interleaved rounds with their spread, stored H200 numbers,
+speed-up sentences that say "not resolved" inside the noise). No answers live here.
 
 Serves: lab12.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
+from helpers import findings
 from helpers.grading import kernel_perf
 from helpers.grading.traced import Run, decode, launch, race_free, values
 from helpers.kernels import histogram
 
 NAMES = ("x", "counts")
 SPEEDUPS = {"lab12.shared_over_global": ("shared", "global"), "lab12.shared_over_histc": ("shared", "torch_histc")}
+RATE_NAMES = {"shared": "privatised (shared-memory) kernel", "global": "the global-atomics kernel",
+              "torch_histc": "torch.histc"}
 
 
 def run(fn: Any, x: np.ndarray, num_bins: int) -> dict:
@@ -97,20 +102,39 @@ def calibrated(kernel: Any, x: np.ndarray, num_bins: int) -> list[dict]:
 
 
 def measure_and_show(global_kernel: Any, shared_kernel: Any) -> dict[str, float]:
-    """GPU: time both kernels and torch.histc on 16M values; record lab12.* and the speed-ups; print them."""
+    """GPU: time both kernels and torch.histc on 16M values in interleaved rounds; record lab12.* (rates and
+    speed-ups, each with the rounds' spread) and print them, the speed-ups as sentences from the records."""
     from helpers import bench
 
-    print(f"Histogram of {histogram.GPU_N:,} values into {histogram.MAX_BINS} bins...")
-    rates = histogram.measure({"global": global_kernel, "shared": shared_kernel})
-    for name, value in rates.items():
-        bench.record(f"lab12.{name}_gvals", value, "Gvalues/s")
-        print(f"{name:12s} {value:8.2f} billion values/s")
+    print(f"Histogram of {histogram.GPU_N:,} values into {histogram.MAX_BINS} bins, {histogram.ROUNDS} "
+          "interleaved rounds...")
+    timed = histogram.measure({"global": global_kernel, "shared": shared_kernel})
+    for name in timed.seconds:
+        value, rounds = timed.gvals(name)
+        bench.record(f"lab12.{name}_gvals", value, "Gvalues/s", **rounds.extra())
+        print(f"{name:12s} {value:8.2f} billion values/s (rounds: {rounds.lo:.2f}..{rounds.hi:.2f})")
     out = {}
     for name, (fast, slow) in SPEEDUPS.items():
-        out[name] = rates[fast] / rates[slow]
-        bench.record(name, out[name], "ratio", ratio_of=[fast, slow])
-        print(f"{name}: {out[name]:.2f}×")
+        out[name], spread = timed.speedup(fast, slow)
+        bench.record(name, out[name], "ratio", ratio_of=[fast, slow], **(spread.extra() if spread else {}))
+    speedup_sentences()
     return out
+
+
+def _verdict(values: Mapping[str, float]) -> str:
+    """'faster (interleaved rounds: lo–hi×)', 'not resolved at this noise (…)', or the bare verdict saying that no
+    spread is stored."""
+    word, s = findings.faster_slower("r")(values), findings.spread_of(values, "r")
+    if s is None:
+        return f"{word} by the bare number; no spread is stored with it, so the noise is unknown"
+    return f"{word} (interleaved rounds: {s.lo:.2f}–{s.hi:.2f}×)"
+
+
+def speedup_sentences() -> list[str]:
+    """Print and return one sentence per speed-up, from its record (this run's, else the stored run's): a spread
+    that holds 1 is "not resolved at this noise", never a speed-up."""
+    return [findings.say(f"The {RATE_NAMES[fast]} runs at {{r:.2f}}× the speed of {RATE_NAMES[slow]}: {{verdict}}.",
+                         {"r": name}, _verdict) for name, (fast, slow) in SPEEDUPS.items()]
 
 
 def show_stored() -> None:
@@ -124,3 +148,4 @@ def show_stored() -> None:
         return
     print(f"Stored GPU timings of the solution's kernels ({recs[0].device}, {recs[0].date}):")
     reference.show([r.name for r in recs])
+    speedup_sentences()

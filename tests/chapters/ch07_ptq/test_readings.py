@@ -77,11 +77,56 @@ def test_ptq_cost_says_what_is_missing():
         readings.ptq_cost(rows, {readings.FP32: fp32}, "x")
 
 
+def right_on(n: int, *firsts: int) -> list[np.ndarray]:
+    """Per-sample correctness of models right on the first k of n samples, one array per k (nested: paired)."""
+    return [np.arange(n) < k for k in firsts]
+
+
+def test_recovery_judges_each_difference_by_its_paired_interval():
+    """Old rule: 'X% of the loss recovered' printed from two accuracies, whatever the noise."""
+    fp32, quantized, kept = right_on(1000, 950, 700, 940)
+    text = readings.recovery(fp32, quantized, kept, k=2, layers=10)
+    assert "All layers quantized: 70.0% (FP32 95.0%" in text and "96% of the loss recovered by 2 of 10" in text
+    assert "1.0 points stay lost, a resolved loss" in text and NOT_RESOLVED not in text
+    fp32, quantized, kept = right_on(1000, 950, 700, 948)  # 0.2 points left: 2 samples, inside the noise
+    assert f"what is left below FP32 is {NOT_RESOLVED}" in readings.recovery(fp32, quantized, kept, 2, 10)
+    fp32, quantized, kept = right_on(1000, 950, 700, 701)  # +0.1 point won: 1 sample
+    text = readings.recovery(fp32, quantized, kept, 2, 10)
+    assert f"the gain is {NOT_RESOLVED}" in text and "recovered" not in text
+    fp32, quantized, kept = right_on(1000, 950, 948, 950)  # a 0.2-point loss is no loss to recover
+    text = readings.recovery(fp32, quantized, kept, 2, 10)
+    assert f"the loss is {NOT_RESOLVED}" in text and "no resolved loss for mixed precision" in text
+    with pytest.raises(InputError, match="k must be"):
+        readings.recovery(fp32, quantized, kept, 0, 10)
+
+
+def test_versus_unchanged_and_fix_steps_follow_the_intervals():
+    fp32, entropy, same = right_on(1000, 950, 220, 950)
+    text = readings.versus("entropy calibration", fp32, entropy)
+    assert "22.0% against FP32 95.0%, 73.0 points below" in text and text.endswith("a resolved loss.")
+    assert NOT_RESOLVED in readings.versus("max calibration", fp32, right_on(1000, 948)[0])
+    assert "unchanged, 95.0%, right and wrong on the same 1000" in readings.unchanged(fp32, same, "fragile", "the ResNet")
+    flipped = same.copy()
+    flipped[[0, 999]] = ~flipped[[0, 999]]  # two answers change, accuracy does not
+    text = readings.unchanged(fp32, flipped, "fragile", "the ResNet")
+    assert "2 of 1000 test samples answered differently" in text and NOT_RESOLVED in text and "unchanged" not in text
+    with pytest.raises(InputError, match="same test samples"):
+        readings.unchanged(fp32, fp32[:10], "fragile", "the ResNet")
+    fp32, naive, fixed = right_on(1000, 950, 700, 940)
+    text = readings.fix_step("per-channel", fp32, naive, fixed)
+    assert "94.0%; +24.0 points over the step before" in text and "a resolved gain" in text
+    assert "1.0 points below FP32" in text and text.endswith("a resolved loss).")
+    text = readings.fix_step("kept in FP", fp32, fixed, right_on(1000, 948)[0])
+    assert "+0.8 points" in text and f"within the noise of FP32, {NOT_RESOLVED}" in text
+    assert "0.1 points above FP32" in readings.fix_step("kept in FP", fp32, fixed, right_on(1000, 951)[0])
+
+
+def test_a_stored_accuracy_carries_its_bootstrap_interval():
+    s = readings.accuracy_interval(right_on(1000, 900)[0])
+    assert s.lo < 90 < s.hi and s.hi - s.lo < 5 and s.extra()["spread"] == "bootstrap 95% over 1000 test samples"
+
+
 def test_other_sentences_follow_the_numbers():
-    curve = [{"kept in FP": k, "accuracy %": a} for k, a in ((0, 65.2), (1, 78.9), (2, 92.9), (10, 97.6))]
-    assert "85% of the loss recovered by 2 of 10 layers" in readings.recovery(curve, 97.6)
-    assert "nothing for mixed precision" in readings.recovery(
-        [{"kept in FP": 0, "accuracy %": 98.0}, {"kept in FP": 2, "accuracy %": 98.0}], 97.9)
     assert [r["layer"] for r in readings.range_ratio_rows({"a": 2.0, "b": 9.0})] == ["b", "a"]
 
 

@@ -18,7 +18,8 @@ FULL_TMP = "open('/tmp/t.bin', 'wb').write(b'x' * (12 * 2**20))"
 FORK_BOMB = "import subprocess, time\nsubprocess.Popen(['sh', '-c', 'b() { b | b & }; b'])\ntime.sleep(30)"
 CPU_HOG = "while True:\n    pass"
 # 20 s of CPU: the kernel's start and an allocation bomb's page faults stay under it (at 8 s, on a VM reclaiming memory in
-# the background, the bomb hit the CPU limit before its 2 GiB), while a CPU hog still reaches it.
+# the background, the bomb hit the CPU limit before its 2 GiB), while a CPU hog still reaches it. The cells get 60 s of
+# wall time: on two busy cores the hog had only 2/3 of one and met a 30 s cell timeout before its 20 s of CPU.
 SMALL = limits.Resources(memory_bytes=2 * limits.GIB, cpu_seconds=20, file_bytes=16 * limits.MIB, processes=64,
                          tmp_bytes=8 * limits.MIB)
 
@@ -35,7 +36,7 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> dict:
         cases["fork"] = (ADD, FORK_BOMB, MUL)
     for name, cells in cases.items():
         write_nb(root / "subs" / f"{LAB}__{name}.ipynb", student_nb(*cells))
-    result = grade([root / "subs"], root / "out", solutions_dir=root / "solutions", exercises=keys, cell_timeout=30,
+    result = grade([root / "subs"], root / "out", solutions_dir=root / "solutions", exercises=keys, cell_timeout=60,
                    total_timeout=120, jobs=2, quiet=True, resources=SMALL, time_factor=2)
     return {g.submission.student: g for g in result}
 

@@ -10,13 +10,20 @@ from helpers.kernels.divergence import BRANCHY, branch_free
 from helpers.kernels.reduction import block_sums
 
 
+@cuda.jit(device=True)
+def load_block(x, s):
+    """Each thread copies its element of x (0 past the end) into the block's shared array; returns its index."""
+    tid = cuda.threadIdx.x
+    i = cuda.grid(1)
+    s[tid] = x[i] if i < x.size else float32(0)
+    return tid
+
+
 @cuda.jit
 def block_sum_no_sync(x, partial):
     """Known wrong: the tree reduction without cuda.syncthreads()."""
     s = cuda.shared.array(256, float32)
-    tid = cuda.threadIdx.x
-    i = cuda.grid(1)
-    s[tid] = x[i] if i < x.size else float32(0)
+    tid = load_block(x, s)
     k = 128
     while k > 0:
         if tid < k:
@@ -49,3 +56,25 @@ def test_missing_syncthreads_rejected_every_time():
 def test_not_a_kernel_is_explained():
     with pytest.raises(CheckFailed, match="@cuda.jit"):
         check("lab03.block_sum", lambda x, p: None, plot=False, perf=False)
+
+
+@cuda.jit
+def block_sum_strided_index(x, partial):
+    """Known wrong for this lab: right values, but the interleaved tree with a strided index (2·k·tid)."""
+    s = cuda.shared.array(256, float32)
+    tid = load_block(x, s)
+    cuda.syncthreads()
+    k = 1
+    while k < 256:
+        j = 2 * k * tid
+        if j < 256:
+            s[j] += s[j + k]
+        cuda.syncthreads()
+        k *= 2
+    if tid == 0:
+        partial[cuda.blockIdx.x] = s[0]
+
+
+def test_strided_index_tree_rejected_for_its_bank_conflicts():
+    with pytest.raises(CheckFailed, match="bank conflicts"):
+        check("lab03.block_sum", block_sum_strided_index, plot=False, perf=False)
