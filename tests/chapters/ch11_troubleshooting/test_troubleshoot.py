@@ -163,6 +163,22 @@ def test_chapter11_claims_are_judged_from_rules_and_numbers():
     assert claims.judge(claims.get("ch11.ncu_cli"), {})["verdict"] == "outdated"
 
 
+def test_the_checklist_verdict_reads_the_final_drops_paired_bootstrap(monkeypatch):
+    """Old rule: 'final drop <= 1 point' by the bare number, whatever the noise of the test set."""
+    from helpers import bench, claims, findings
+    from helpers.chapters.ch11_troubleshooting import notes  # noqa: F401 - registers the claims
+    from helpers.spread import Spread
+
+    monkeypatch.setitem(bench._session, "records", [])
+    bench.record("ch11.accuracy.initial_drop_pts", 31.6, "pts", **Spread(29.0, 34.0, "paired bootstrap").extra())
+    bench.record("ch11.accuracy.final_drop_pts", 0.8, "pts", **Spread(-0.2, 1.9, "paired bootstrap").extra())
+    inside = claims.judge(claims.get("ch11.accuracy_checklist"))
+    assert inside["verdict"] == findings.NOT_RESOLVED and "-0.2 to +1.9" in inside["evidence"]
+    assert findings.NOT_RESOLVED_ZH in inside["summary_zh"]
+    bench.record("ch11.accuracy.final_drop_pts", 0.3, "pts", **Spread(-0.2, 0.8, "paired bootstrap").extra())
+    assert claims.judge(claims.get("ch11.accuracy_checklist"))["verdict"] == claims.HOLDS
+
+
 def test_compile_kernel_without_a_folder_uses_a_scratch_folder(monkeypatch, tmp_path):
     from pathlib import Path
 
