@@ -18,6 +18,7 @@ import functools
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -68,17 +69,65 @@ def _standardize(train: np.ndarray, *others: np.ndarray) -> list[np.ndarray]:
     return [(a - mean) / std for a in (train, *others)]
 
 
+MNIST1D_KEYS = ("x", "y", "x_test", "y_test")
+
+
 @functools.cache
 def _mnist1d() -> tuple[np.ndarray, ...]:
     """MNIST-1D from its offline generator: (x_train, y_train, x_test, y_test), x of shape (n, 1, 40).
 
-    Generated once per process (about 2 s); the tensors handed out are copies.
+    Generated once (3-8 s on a 2-core machine) and kept in the course's cache folder, keyed by the
+    generator's version and arguments; later processes read it back. The tensors handed out are copies.
     """
     data_mod = require_package("mnist1d.data", "pip install mnist1d", "the MNIST-1D generator")
-    d = data_mod.make_dataset(data_mod.get_dataset_args())
+    args = data_mod.get_dataset_args()
+    d = _mnist1d_cached(args) or _mnist1d_generate(data_mod, args)
     x, xt = (np.asarray(d[k], dtype=np.float32)[:, None, :] for k in ("x", "x_test"))
     x, xt = _standardize(x, xt)
     return x, np.asarray(d["y"]), xt, np.asarray(d["y_test"])
+
+
+def _mnist1d_path(args: Any) -> Path:
+    """The cache file of MNIST-1D made by this generator version with these arguments."""
+    import hashlib
+    from importlib.metadata import PackageNotFoundError, version
+
+    from helpers.session import cache_dir
+
+    try:
+        made_by = version("mnist1d")
+    except PackageNotFoundError:
+        made_by = "unknown"
+    key = hashlib.sha256(repr((made_by, sorted(vars(args).items()))).encode()).hexdigest()[:16]
+    return cache_dir() / f"mnist1d-{key}.npz"
+
+
+def _mnist1d_cached(args: Any) -> dict[str, np.ndarray] | None:
+    """The cached arrays, or None when there is no readable cache file (then it is made again)."""
+    try:
+        with np.load(_mnist1d_path(args)) as f:
+            return {k: f[k] for k in MNIST1D_KEYS}
+    except (OSError, KeyError, ValueError, InputError):
+        return None
+
+
+def _mnist1d_generate(data_mod: Any, args: Any) -> dict[str, np.ndarray]:
+    """Generate MNIST-1D and keep it in the cache (written beside, then renamed; skipped where it cannot be)."""
+    import os
+
+    d = data_mod.make_dataset(args)
+    arrays = {k: np.asarray(d[k]) for k in MNIST1D_KEYS}
+    try:
+        path = _mnist1d_path(args)
+    except InputError:  # no usable cache folder: generated again next time
+        return arrays
+    tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npz")
+    try:
+        np.savez(tmp, **arrays)
+        tmp.replace(path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+    return arrays
 
 
 def _digits() -> tuple[np.ndarray, np.ndarray]:

@@ -123,3 +123,23 @@ def test_evaluate_is_a_percentage_and_validates(mnist1d):
         train.evaluate("model", mnist1d)
     with pytest.raises(InputError):
         train.trained_model("vgg")
+
+
+def test_mnist1d_is_generated_once_then_read_from_the_cache(tmp_path, monkeypatch):
+    """The generator's 3-8 s ran in every notebook's kernel; now the first one keeps the arrays in the cache."""
+    import numpy as np
+
+    from helpers import data
+
+    monkeypatch.setenv("WORKBOOK_CACHE", str(tmp_path))
+    made = data._mnist1d.__wrapped__()
+    files = list(tmp_path.glob("mnist1d-*.npz"))
+    assert len(files) == 1 and not list(tmp_path.glob("*.tmp*"))
+    monkeypatch.setattr(data, "_mnist1d_generate", lambda *a: pytest.fail("generated again despite the cache"))
+    read = data._mnist1d.__wrapped__()
+    assert all(np.array_equal(a, b) for a, b in zip(made, read))
+    files[0].write_bytes(b"not an npz")  # a damaged cache file is made again, never an error
+    monkeypatch.undo()
+    monkeypatch.setenv("WORKBOOK_CACHE", str(tmp_path))
+    again = data._mnist1d.__wrapped__()
+    assert all(np.array_equal(a, b) for a, b in zip(made, again)) and np.load(files[0])["x"].shape[0] == len(made[0])
