@@ -28,7 +28,7 @@ from helpers.chapters.ch10_beyond_int8 import rounds as rounds_mod
 from helpers.chapters.ch10_beyond_int8.video_stages import pcie_bytes_per_frame, split_stages, video_stages
 from helpers.device import require_gpu
 from helpers.errors import InputError
-from helpers.spread import Spread, paired_ratio
+from helpers.spread import Spread, of_samples, paired_ratio
 from helpers.validation import require_int_range
 
 
@@ -218,7 +218,7 @@ def split_pipeline_gain(device: str, *, repeats: int = 5, **kwargs: Any) -> dict
 
     This is overlap, not the notes' split claim (split_layers_gain tests that); 'bound gain' is the
     best overlap can give, (a + b) / max(a, b) - 1. 'gain' is the median over `repeats` interleaved
-    rounds, 'gain lo'/'gain hi' their spread (p10..p90, min..max under 5 rounds; None for one round),
+    rounds, 'gain spread' their spread (p10..p90, min..max under 5 rounds; none for one round),
     and 'CPU stage slowdown' the CPU stage's time per batch inside the pipeline over its time alone.
 
     On the CPU each stage gets one thread (torch.set_num_threads(1)), so that the pipelined run puts
@@ -257,8 +257,6 @@ def _pipelined(pre: Callable, post: Callable, frames: Sequence[Any], device: str
 
 def _split_pipeline_gain(device: str, repeats: int, **kwargs: Any) -> dict:
     """split_pipeline_gain without the thread setting."""
-    from helpers.spread import of_samples
-
     require_int_range(repeats, 1, 100, "repeats")
     pre, infer, frames = video_stages(device, **kwargs)
     run_two_stage(pre, infer, frames[:2], pipelined=False)  # warm-up
@@ -276,22 +274,15 @@ def _split_pipeline_gain(device: str, repeats: int, **kwargs: Any) -> dict:
         inside.append(busy)
         gains.append(seq / pip - 1)
     n = len(frames) * frames[0].shape[0]
-    spread = of_samples(gains, "rounds") if len(gains) > 1 else None
-    return {
+    spread = of_samples(gains, "interleaved rounds") if len(gains) > 1 else None
+    row = {
         "device": device, "frames": n, "preprocess ms/batch": t_pre / len(frames) * 1e3,
         "infer ms/batch": t_inf / len(frames) * 1e3,
         "sequential fps": n / statistics.median(seqs), "pipelined fps": n / statistics.median(pips),
-        "gain": statistics.median(gains), "gain lo": spread.lo if spread else None,
-        "gain hi": spread.hi if spread else None, "bound gain": overlap_bound(t_pre, t_inf) - 1,
+        "gain": statistics.median(gains), "bound gain": overlap_bound(t_pre, t_inf) - 1,
         "CPU stage slowdown": statistics.median(inside) / t_pre,
     }
-
-
-def gain_spread(row: dict) -> dict:
-    """The extras that store a split_pipeline_gain row's spread with its record (empty for one round)."""
-    if row.get("gain lo") is None:
-        return {}
-    return Spread(row["gain lo"], row["gain hi"], "p10..p90 (min..max under 5) of interleaved rounds").extra()
+    return rounds_mod.with_spread(row, "gain", spread)
 
 
 def _stage_time(fn: Callable[[Any], Any], xs: Sequence[Any]) -> float:

@@ -13,8 +13,7 @@ import numpy as np
 
 from helpers.grading.compare import compare_arrays
 from helpers.grading.kernel_perf import perf_ratio
-from helpers.grading.traced import no_divergence, run_traced, unpack
-from helpers.perf import access_patterns
+from helpers.grading.traced import conflict_free, no_divergence, run_traced, unpack
 
 SUM_THREADS = 256
 
@@ -41,15 +40,9 @@ def compare_block_sum(got: Any, expected: np.ndarray) -> None:
     """Exact values, then a tree in shared memory whose warp accesses have no bank conflicts."""
     out, trace = unpack(got, ("x", "partial"))
     compare_arrays(out, expected, True, 0, 0)
-    s = access_patterns.summarize(trace)
-    if s["shared_requests"] == 0:
-        raise AssertionError("the values are right, but your kernel never touched shared memory: add the "
-                             "block's values as a tree in a cuda.shared.array.")
-    if s["worst_bank_conflict"] > 1:
-        raise AssertionError(f"the values are right, but shared-memory accesses have up to "
-                             f"{s['worst_bank_conflict']}-way bank conflicts: with a strided index "
-                             "(2·k·tid), lanes of one warp land in the same bank. Keep the active threads "
-                             "contiguous and let each read the word k further along (sequential addressing).")
+    conflict_free(trace, unused="add the block's values as a tree in a cuda.shared.array.",
+                  fix="(with a strided index such as 2·k·tid, lanes of one warp land in the same bank). "
+                      "Keep the active threads contiguous.")
 
 
 # --- speed checks, run only on a GPU in the student's own notebook (same run, as a ratio) ---
