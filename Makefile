@@ -15,7 +15,9 @@ JOBS ?= 1
 ## The pinned packages go in with uv, which downloads and installs in parallel; with pip alone when
 ## uv cannot be installed or fails, or with INSTALLER=pip. torch always comes through pip: pip reads
 ## the machine's own wheel sources (find-links, extra indexes), where a CPU build may lie, and uv
-## keeps the torch it finds installed.
+## keeps the torch it finds installed. Both write the bytecode at install time (uv's --compile-bytecode;
+## pip does it by default): where PYTHONDONTWRITEBYTECODE is set, as on CI, Python would otherwise
+## compile matplotlib, numba, ... again in every kernel and worker it starts.
 INSTALLER ?= uv
 UV_PIN := uv==0.13.8
 PIP_INSTALL := $(PY) -m pip install -q --disable-pip-version-check
@@ -24,8 +26,8 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml jupyter/overrides
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP_INSTALL) $$(grep -E '^torch==' requirements.txt)
 	@if [ "$(INSTALLER)" = uv ] && $(PIP_INSTALL) $(UV_PIN) && \
-	    $(VENV)/bin/uv pip install -q --python $(PY) -r requirements.txt && \
-	    $(VENV)/bin/uv pip install -q --python $(PY) --no-deps -r requirements-dev.txt -e .; then \
+	    $(VENV)/bin/uv pip install -q --compile-bytecode --python $(PY) -r requirements.txt && \
+	    $(VENV)/bin/uv pip install -q --compile-bytecode --python $(PY) --no-deps -r requirements-dev.txt -e .; then \
 	  echo "installed the pinned packages with uv"; else \
 	  if [ "$(INSTALLER)" = uv ]; then echo "uv failed: installing with pip instead"; fi; \
 	  $(PIP_INSTALL) -r requirements.txt && $(PIP_INSTALL) --no-deps -r requirements-dev.txt && \
