@@ -56,3 +56,47 @@ def fix_until_recovered(model: Any, data: Any, *, target_pts: float = 1.0, max_s
         if not change:
             break
     return rows
+
+
+def step_gains(steps: list[dict]) -> list[dict]:
+    """Each fix's accuracy change over the attempt before it, with its paired-bootstrap interval (None without
+    per-sample results)."""
+    from helpers.model_quant.diagnose import accuracy_gap
+
+    rows = []
+    for before, after in zip(steps, steps[1:]):
+        b, a = before["diagnosis"], after["diagnosis"]
+        paired = a.quant_correct is not None and b.quant_correct is not None
+        spread = accuracy_gap(a.quant_correct, b.quant_correct) if paired else None
+        rows.append({"step": after["step"], "gain pts": a.quant_acc - b.quant_acc, "spread": spread,
+                     "resolved": spread is not None and not spread.contains(0.0)})
+    return rows
+
+
+def reading(steps: list[dict], blown_input: str) -> list[str]:
+    """The fix loop read from its own rows: what each fix bought against the noise, which fix recovered the
+    accuracy, and whether it was keeping `blown_input` (the layer whose input range was blown up) in floating point."""
+    from helpers.findings import NOT_RESOLVED, NOT_RESOLVED_ZH
+
+    if not steps:
+        raise InputError("the fix loop returned no rows: run fix_until_recovered first.")
+    gains = step_gains(steps)
+    lines = []
+    for g in gains:
+        s = g["spread"]
+        noise = ("no per-sample results, so its noise is unknown" if s is None else
+                 f"{s.method}: {s.lo:+.1f} to {s.hi:+.1f}, " +
+                 ("resolved" if g["resolved"] else f"{NOT_RESOLVED} ({NOT_RESOLVED_ZH})"))
+        lines.append(f"{g['step']}: accuracy {g['gain pts']:+.1f} points over the attempt before ({noise}).")
+    best = max((g for g in gains if g["resolved"] and g["gain pts"] > 0), key=lambda g: g["gain pts"], default=None)
+    keep = f"keep {blown_input} in floating point"
+    if best is None:
+        lines.append("No fix bought a gain larger than the test set's noise.")
+    elif best["step"] == keep:
+        lines.append(f"The largest resolved gain came from '{keep}': {blown_input}'s input is the activation with "
+                     "the blown-up channel, and its per-tensor scale was what cost the accuracy.")
+    else:
+        lines.append(f"The largest resolved gain came from '{best['step']}', not from '{keep}' (the layer whose "
+                     "input range was blown up).")
+    lines.append(f"After {len(steps)} attempt(s): {steps[-1]['diagnosis'].summary()}")
+    return lines
