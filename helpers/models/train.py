@@ -239,10 +239,22 @@ def trained_model(name: str, *, dataset: str | None = None, progress: bool = Tru
     path = checkpoint_path(name, cfg.dataset)
     if not retrain and _load_cached(path, model, name):
         return model.eval()
+    if not _writable(path.parent):  # e.g. the batch grader's sandbox, which mounts the cache read-only
+        print(f"the model cache {path.parent} cannot be written here: training {name} for this session only.")
+        return _train_and_store(model, data, cfg, None, name, progress)
     with _training_lock(path):  # another process (a parallel test worker) may be training the same model
         if not retrain and path.is_file() and _load_cached(path, model, name):
             return model.eval()
         return _train_and_store(model, data, cfg, path, name, progress)
+
+
+def _writable(folder: Path) -> bool:
+    """True when `folder` exists or can be made, and this process may create files in it."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return False
+    return os.access(folder, os.W_OK)
 
 
 @contextlib.contextmanager
@@ -259,14 +271,17 @@ def _training_lock(path: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def _train_and_store(model: nn.Module, data: Any, cfg: Any, path: Path, name: str, progress: bool) -> nn.Module:
-    """Train `model` with its config, store the checkpoint atomically (hash-checked on load), return it in eval mode."""
+def _train_and_store(model: nn.Module, data: Any, cfg: Any, path: Path | None, name: str, progress: bool) -> nn.Module:
+    """Train `model` with its config, store the checkpoint atomically (hash-checked on load; not when `path` is None),
+    return it in eval mode."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny layers gain little from threads, and spinning threads hurt on busy machines
     fit(model, data.train, epochs=cfg.epochs, lr=cfg.lr, weight_decay=cfg.weight_decay,
         batch_size=cfg.batch_size, seed=cfg.seed, label_smoothing=cfg.label_smoothing,
         progress=progress, desc=f"training {name} on {cfg.dataset}")
     torch.set_num_threads(threads)
+    if path is None:
+        return model.eval()
     state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
     buf = io.BytesIO()
     torch.save({"state_dict": state, "weights_hash": weights_hash(state), "config": asdict(cfg),

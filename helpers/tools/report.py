@@ -3,8 +3,9 @@
     python -m helpers.tools.report [run] --out DIR [--only PATTERN] [--timeout S] [--store reference/h200]
     python -m helpers.tools.report check-names RECORDS.jsonl     (used by `make test`)
     python -m helpers.tools.report store-cpu RECORDS.jsonl SUITE.json   (`make cpu-reference`)
-    python -m helpers.tools.report store-records OUT.json  (another command's records into reference/cpu:
-                                                            the fresh-clone timer, the grading load test)
+    python -m helpers.tools.report store-records OUT.json [--into h200]  (another command's records into
+                                                            reference/cpu, or reference/h200: the fresh-clone
+                                                            timer, the grading load test)
     python -m helpers.tools.report check-tmp DIR [--allow GLOB]  (nothing left in a private TMPDIR)
 
 Writes DIR/results.json, DIR/summary.md, DIR/figures/*.png, DIR/executed/*.ipynb and DIR.tar.gz.
@@ -258,8 +259,8 @@ def store_cpu(records_file: Path, suite_file: Path) -> Path:
     return dest
 
 
-def store_records(records_file: Path) -> Path:
-    """Add the records another command wrote (not a notebook's) to reference/cpu/results.json."""
+def store_records(records_file: Path, into: str = "cpu") -> Path:
+    """Add the records another command wrote (not a notebook's) to reference/<into>/results.json."""
     records = bench.load_records(records_file) if Path(records_file).is_file() else []
     if not records:
         raise InputError(f"{records_file} holds no records. Pass the JSON file the command wrote, e.g. "
@@ -267,7 +268,7 @@ def store_records(records_file: Path) -> Path:
     ours = {p.stem for p in course_notebooks()}
     if any(r.notebook in ours for r in records):
         raise InputError(f"{records_file} holds notebook records: store a `make test` run with store-cpu.")
-    dest = REFERENCE_DIR / "cpu" / "results.json"
+    dest = REFERENCE_DIR / into / "results.json"
     old = bench.load_records(dest) if dest.exists() else []
     bench.save_records(latest_by_name(old + records), dest)
     return dest
@@ -303,10 +304,11 @@ def _cmd_store_cpu(argv: list[str]) -> int:
 
 def _cmd_store_records(argv: list[str]) -> int:
     """store-records OUT.json."""
-    ap = cli.Parser(prog=f"{PROG} store-records", description="add another command's records to reference/cpu")
+    ap = cli.Parser(prog=f"{PROG} store-records", description="add another command's records to a reference")
     ap.add_argument("records", type=Path)
+    ap.add_argument("--into", choices=("cpu", "h200"), default="cpu", help="reference/cpu (default) or reference/h200")
     a = ap.parse_args(argv)
-    print(f"wrote {store_records(a.records)}")
+    print(f"wrote {store_records(a.records, a.into)}")
     return 0
 
 

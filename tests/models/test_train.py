@@ -38,3 +38,18 @@ def test_a_config_change_changes_the_key():
 
 def test_the_lm_key_reads_the_same_code_text():
     assert lm_train.config_key(lm_train.DEFAULT) == lm_train.config_key(lm_train.LMTrainConfig())
+
+
+def test_a_read_only_cache_trains_for_the_session_without_a_lock(tmp_path, monkeypatch):
+    """The batch grader's sandbox mounts the model cache read-only: a model not in it is trained, not stored."""
+    monkeypatch.setenv("WORKBOOK_CACHE", str(tmp_path))
+    stored = []
+    monkeypatch.setattr(train, "_load_cached", lambda *a: False)
+    monkeypatch.setattr(train, "_train_and_store", lambda model, data, cfg, path, name, progress: stored.append(path))
+    monkeypatch.setattr(train.os, "access", lambda p, mode: False)
+    name = train.MODEL_NAMES[0]
+    train.trained_model(name, progress=False)
+    assert stored == [None] and not list(tmp_path.glob("*.lock"))
+    monkeypatch.setattr(train.os, "access", lambda p, mode: True)
+    train.trained_model(name, progress=False)
+    assert stored[1] == train.checkpoint_path(name) and list(tmp_path.glob("*.lock"))

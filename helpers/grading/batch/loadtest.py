@@ -1,13 +1,15 @@
 """Benchmark: does a correct submission keep full marks when the machine is busy, and how fast is grading?
 
-    python -m helpers.grading.batch.loadtest [--busy 2] [--jobs 1] [--labs lab00 lab04 ...] [--out OUT.json]
+    python -m helpers.grading.batch.loadtest [--busy 2] [--jobs 1] [--labs lab00 lab04 ...] [--sandbox auto]
+                                             [--out OUT.json]
 
 Starts `--busy` processes that keep CPU cores fully busy, then grades, with the default settings,
 a copy of every official solution (so it is graded as a student's submission, against the
 calibration the official solution made under the same load). Prints each lab's score and
 seconds per submission; exits 1 if any copy lost a point. With --out, also writes the timings as
-records (grading.loadtest.*), which `python -m helpers.tools.report store-records OUT.json` adds to
-reference/cpu, where docs/instructors.md cites them.
+records (grading.loadtest.*, with the sandbox mode used), which `python -m helpers.tools.report store-records
+OUT.json` adds to reference/cpu (or, with `--into reference/h200`, to the GPU machine's reference), where
+docs/instructors.md cites them.
 
 Serves: instructors (checking the grader on their machine; the throughput in docs/instructors.md).
 """
@@ -52,11 +54,12 @@ def _expected() -> str:
     return f"the stored run took {rec.value:.0f} s for {rec.extra.get('submissions', '?')} labs ({rec.device}, {rec.date})"
 
 
-def save(seconds: dict[str, float], wall: float, busy: int, jobs: int, lost: int, load: float, out: Path) -> None:
+def save(seconds: dict[str, float], wall: float, busy: int, jobs: int, lost: int, load: float, out: Path,
+         mode: str = "plain") -> None:
     """Write the load test's timings as records: per submission (median, each lab in `extra`) and the whole run."""
     bench.set_notebook("grading load test")
     common = {"busy_processes": busy, "jobs": jobs, "submissions": len(seconds), "lost_points": lost,
-              "load_avg_1min_during": f"{load:.1f}"}
+              "load_avg_1min_during": f"{load:.1f}", "sandbox": mode, "cpu_cores": os.cpu_count()}
     bench.save_records([
         bench.record("grading.loadtest.seconds_per_submission", statistics.median(seconds.values()), "s",
                      per_lab={k: round(v, 1) for k, v in seconds.items()}, **common),
@@ -64,8 +67,12 @@ def save(seconds: dict[str, float], wall: float, busy: int, jobs: int, lost: int
     ], out)
 
 
-def run(busy: int = 2, jobs: int = 1, labs: list[str] | None = None, out: Path | None = None) -> int:
+def run(busy: int = 2, jobs: int = 1, labs: list[str] | None = None, out: Path | None = None,
+        sandbox_mode: str = "auto") -> int:
     """Grade copies of the solutions with `busy` cores kept busy; return the number of copies that lost points."""
+    from helpers.grading.batch import sandbox
+
+    mode = sandbox.mode(sandbox_mode)
     solutions = sorted((ROOT / "solutions").glob("lab*.ipynb"))
     if labs:
         solutions = [s for s in solutions if s.stem.split("_")[0] in labs]
@@ -76,10 +83,11 @@ def run(busy: int = 2, jobs: int = 1, labs: list[str] | None = None, out: Path |
     try:
         with tempfile.TemporaryDirectory(prefix="grading-loadtest-") as tmp:
             copies = [_copy(s, Path(tmp)) for s in solutions]
-            print(f"grading {len(copies)} solution copies with {busy} busy process(es), --jobs {jobs} "
+            print(f"grading {len(copies)} solution copies with {busy} busy process(es), --jobs {jobs}, sandbox {mode} "
                   f"({_expected()}) …", flush=True)
             start = time.monotonic()
-            graded = grade(copies, Path(tmp) / "out", solutions_dir=ROOT / "solutions", jobs=jobs, quiet=True)
+            graded = grade(copies, Path(tmp) / "out", solutions_dir=ROOT / "solutions", jobs=jobs, quiet=True,
+                           sandbox_mode=mode)
             wall, load = time.monotonic() - start, os.getloadavg()[0]
             for g in sorted(graded, key=lambda g: g.submission.lab):
                 got, possible = g.points()
@@ -88,10 +96,12 @@ def run(busy: int = 2, jobs: int = 1, labs: list[str] | None = None, out: Path |
                 why = g.result.not_graded or "; ".join(o.message[:120] for o in g.result.outcomes if not o.passed)
                 print(f"{g.submission.lab:36s} {got:4g} / {possible:<4g} {g.result.seconds:6.1f} s  "
                       f"{'ok' if ok else 'LOST POINTS: ' + why}")
+                for note in g.result.notes:
+                    print(f"{'':36s} note: {note[:160]}")
             print(f"{len(graded)} submissions in {wall:.0f} s (calibration included): "
                   f"{wall / max(1, len(graded)):.1f} s per submission", flush=True)
             if out is not None and graded:
-                save({g.submission.lab: g.result.seconds for g in graded}, wall, busy, jobs, lost, load, out)
+                save({g.submission.lab: g.result.seconds for g in graded}, wall, busy, jobs, lost, load, out, mode)
                 print(f"timings written to {out}")
     finally:
         for b in burners:
@@ -106,11 +116,13 @@ def _command(argv: list[str]) -> int:
     ap.add_argument("--busy", type=options.whole, default=2, help="processes keeping a core busy (default 2)")
     ap.add_argument("--jobs", type=cli.positive_int, default=1, help="submissions graded at the same time (default 1)")
     ap.add_argument("--labs", nargs="*", help="only these labs (e.g. lab00 lab07)")
+    ap.add_argument("--sandbox", choices=("auto", "bwrap", "plain"), default="auto",
+                    help="bubblewrap where it works (auto, the grader's default), or as named")
     ap.add_argument("--out", type=Path, help="also write the timings as records to this JSON file")
     args = ap.parse_args(argv)
     if args.out is not None and args.out.is_dir():
         raise InputError(f"{args.out} is a folder. Pass the JSON file to write, e.g. artifacts/loadtest.json.")
-    return 1 if run(args.busy, args.jobs, args.labs, args.out) else 0
+    return 1 if run(args.busy, args.jobs, args.labs, args.out, args.sandbox) else 0
 
 
 def main(argv: list[str] | None = None) -> int:

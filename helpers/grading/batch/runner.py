@@ -13,6 +13,7 @@ Serves: instructors (batch grading).
 from __future__ import annotations
 
 import json
+import queue
 import secrets
 import time
 from collections.abc import Callable, Iterator
@@ -183,6 +184,9 @@ def _run_cells(session: Session, cells: list[str], skip: set[int], result: RunRe
     return False
 
 
+RESET_TIMEOUT_S = 30  # how long the shell reset before the tests may take to answer
+
+
 def _reset(session: Session) -> str:
     """Undo what the student's code changed in the shell, through user_expressions (no input transformers)."""
     from nbclient.util import ensure_async, run_sync
@@ -195,13 +199,16 @@ def _reset(session: Session) -> str:
 
     expr = f"__import__('helpers.grading.probe', fromlist=['reset']).reset({str(session.client.resources['metadata']['path'])!r})"
     msg_id = kc.execute("", silent=True, store_history=False, user_expressions={"reset": expr})
-    limit = time.monotonic() + 30
+    limit = time.monotonic() + RESET_TIMEOUT_S
     while time.monotonic() < limit:
-        reply = run_sync(get)(max(1.0, limit - time.monotonic()))
+        try:
+            reply = run_sync(get)(max(1.0, limit - time.monotonic()))
+        except queue.Empty:  # the kernel is busy or gone: the tests that follow say which
+            break
         if reply.get("parent_header", {}).get("msg_id") == msg_id:
             value = reply["content"].get("user_expressions", {}).get("reset", {})
             return "" if value.get("status") == "ok" else f"{value.get('ename', '')}: {value.get('evalue', '')}"
-    return "no reply"
+    return f"no reply in {RESET_TIMEOUT_S} s"
 
 
 def _case_message(case: TestCase, text: str) -> str:

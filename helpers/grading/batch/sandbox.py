@@ -32,6 +32,10 @@ MODES = ("auto", "bwrap", "plain")
 # with --jobs 2 on two cores (on the course's busy 2-core machine, an evaluation of the chapter-7 ResNet
 # was many times slower on two threads than on one; this was seen while building the grader, not stored).
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+# glibc gives threads their own malloc arenas, up to 8 per core, each reserving 64 MiB of address space: on a 16-core
+# machine a kernel running the CUDA simulator's hundreds of threads reserved more than the 8 GiB address-space limit
+# (lab 12's demo cell on the H200), on 2 cores a sixteenth of that. A fixed count makes the limit mean the same everywhere.
+MALLOC_ARENAS = os.environ.get("WORKBOOK_MALLOC_ARENAS", "2")
 _SYSTEM_DIRS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib64", "/lib32")
 COURSE_ROOT = Path(__file__).resolve().parents[3]  # the grader's own checkout: never on a kernel's path
 
@@ -102,7 +106,7 @@ class Sandbox:
         return dict(ONE_THREAD, **keep, HOME=home, PYTHONPATH=path, MPLBACKEND="Agg",
                     PYTHONDONTWRITEBYTECODE="1", MPLCONFIGDIR=f"{home}/.mpl", NUMBA_CACHE_DIR=f"{home}/.numba",
                     WORKBOOK_CACHE=str(_model_cache()), TMPDIR="/tmp" if self.mode == "bwrap" else str(self.workdir),
-                    PYDEVD_DISABLE_FILE_VALIDATION="1")
+                    PYDEVD_DISABLE_FILE_VALIDATION="1", MALLOC_ARENA_MAX=MALLOC_ARENAS)
 
     def argv(self) -> list[str]:
         """The kernel command line ({connection_file} is filled in by jupyter_client)."""

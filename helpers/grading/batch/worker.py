@@ -162,6 +162,15 @@ def grade_job(job: dict, emit: Any = print) -> dict:
     return dataclasses.asdict(result)
 
 
+def failure(exc: BaseException) -> str:
+    """The "not graded" line for the grader's own failure: the error and the course line it came from."""
+    import traceback
+
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/helpers/" in f.filename]
+    where = f" (at {Path(frames[-1].filename).name}:{frames[-1].lineno} in {frames[-1].name})" if frames else ""
+    return f"the grader failed: {type(exc).__name__}: {exc}{where}"[:600]
+
+
 def skip_unused_imports() -> None:
     """Skip an optional module nbformat pulls in (through jsonschema) that grading never uses.
 
@@ -182,7 +191,7 @@ def main() -> int:
     try:
         out = grade_job(job)
     except Exception as exc:  # noqa: BLE001 - the grader's own failure: reported as "not graded"
-        out = {"outcomes": [], "notes": [], "not_graded": f"the grader failed: {type(exc).__name__}: {exc}"[:600]}
+        out = {"outcomes": [], "notes": [], "not_graded": failure(exc)}
     finally:
         procs.kill_descendants()
     out["seconds"] = time.monotonic() - t0

@@ -90,3 +90,35 @@ def test_limit_values_are_validated() -> None:
         limits.validate(limits.Resources(processes=-1))
     assert limits.explain("OSError", "[Errno 28] No space left on device") == "/tmp size"
     assert limits.explain("ValueError", "bad") == ""
+
+
+def test_root_sets_no_process_rlimit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As root the process count is the pids group's: a process rlimit would, under bubblewrap's user namespace,
+    count every process root has on the machine (other submissions' too), and is not enforced outside it."""
+    res = limits.Resources(processes=64)
+    monkeypatch.setattr(limits.os, "geteuid", lambda: 0)
+    assert limits.launcher(res, [])[-1].endswith(",0")
+    monkeypatch.setattr(limits.os, "geteuid", lambda: 1000)
+    assert limits.launcher(res, [])[-1].endswith(",64")
+
+
+THREADS = ("import threading\nb = threading.Barrier(121, timeout=20)\n"
+           "ts = [threading.Thread(target=lambda: (bytearray(4096), b.wait()), daemon=True) for _ in range(120)]\n"
+           "[t.start() for t in ts]\nb.wait()\n[t.join() for t in ts]\nprint('ok')")
+
+
+def test_a_kernels_threads_fit_its_memory_limit_whatever_the_core_count(tmp_path) -> None:
+    """glibc's malloc arenas (up to 8 per core, 64 MiB of address space each) are fixed in the kernel's environment:
+    on a 16-core machine 120 threads under the address-space limit failed to start ("can't start new thread")."""
+    import subprocess
+    import sys
+
+    res = limits.Resources(memory_bytes=2 * limits.GIB)
+    box = sandbox.Sandbox("plain", tmp_path, tmp_path, tmp_path, res)
+    cmd = limits.launcher(res, []) + [sys.executable, "-c", THREADS]
+    env = box.env()
+    assert env["MALLOC_ARENA_MAX"] == "2"
+    assert subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60).stdout.strip() == "ok"
+    many_cores = dict(env, MALLOC_ARENA_MAX="128")  # what 16 cores allow without the setting
+    done = subprocess.run(cmd, env=many_cores, capture_output=True, text=True, timeout=60)
+    assert "can't start new thread" in done.stderr or "MemoryError" in done.stderr, done

@@ -57,3 +57,28 @@ def test_a_kernel_keeps_the_graders_library_folders_but_never_the_course(tmp_pat
     assert argv[i - 1] == "--ro-bind" and argv[i + 1] == str(lib.resolve())
     assert argv.index("--tmpfs") < i, "the bind must come after the private /tmp, or the tmpfs hides it"
     assert str(sandbox.COURSE_ROOT) not in argv and str(keys) not in " ".join(argv)
+
+
+def test_the_graders_own_failure_names_the_course_line_it_came_from() -> None:
+    from helpers.grading.batch import limits, worker
+
+    try:
+        limits.validate(limits.Resources(processes=-1))
+    except Exception as exc:  # noqa: BLE001 - the worker's catch-all, as in worker.main
+        line = worker.failure(exc)
+    assert line.startswith("the grader failed: InputError: ") and "(at limits.py:" in line
+
+
+def test_a_kernel_that_does_not_answer_the_reset_is_reported_not_crashed(monkeypatch) -> None:
+    import queue
+    from types import SimpleNamespace
+
+    from helpers.grading.batch import runner
+
+    def silent(timeout: float) -> dict:
+        raise queue.Empty
+
+    kc = SimpleNamespace(execute=lambda *a, **k: "id", shell_channel=SimpleNamespace(get_msg=silent))
+    session = SimpleNamespace(client=SimpleNamespace(kc=kc, resources={"metadata": {"path": "/tmp"}}))
+    monkeypatch.setattr(runner, "RESET_TIMEOUT_S", 1)
+    assert runner._reset(session) == "no reply in 1 s"  # type: ignore[arg-type]
