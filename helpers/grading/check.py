@@ -73,9 +73,12 @@ def verdict(ex: Exercise, fn: Callable, cases: list[Case] | None = None) -> Verd
                        f"Pass the function itself, without calling it.", status=FAIL)
     if is_stub(fn):  # an untouched stub: no need to build the cases' inputs to know
         return Verdict(ex.id, False, "not done yet", status=TODO)
+    from tqdm.auto import tqdm
+
     kind = "visible " if cases is None else ""
     cases = ex.visible() if cases is None else cases
-    for case in cases:
+    slow = ex.measured and len(cases) > 1  # each case measures a model twice (yours, the reference): show progress
+    for case in tqdm(cases, desc=f"checking {ex.id}, case by case", leave=False, disable=not slow):
         expected = wire.roundtrip(ex.expected(case))
         try:
             got = wire.roundtrip(ex.answer(fn, case))

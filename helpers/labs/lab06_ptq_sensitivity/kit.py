@@ -19,9 +19,26 @@ from helpers.grading.model_runs import setup
 ACCURACY_TOLERANCE_PTS = 1.5
 
 
-def run_ptq(fn: Any, method: str, per_channel: bool, bits: int) -> float:
-    """Lab 6, exercise 1: the student's PTQ accuracy on the chapter's ResNet."""
+# The cases' model with one outlier channel planted (diagnose.make_fragile): its per-tensor weight range spans 64 times
+# more, so per-channel and per-tensor INT8 differ by several points there (max calibration: 88.3 vs 79.7 % on the CPU,
+# 2026-12-02), and a PTQ that ignores `per_channel` scores outside the tolerance.
+FRAGILE = ("layer2.conv1", "layer2.conv2", 64.0)
+
+
+def ptq_model(fragile: bool) -> tuple[Any, Any]:
+    """(data, model) of an accuracy case: the chapter's ResNet, or its copy with an outlier channel."""
+    from helpers.model_quant import diagnose
+
     data, model = setup()
+    if fragile:
+        first, second, factor = FRAGILE
+        model = diagnose.make_fragile(model, first, second, factor=factor)
+    return data, model
+
+
+def run_ptq(fn: Any, method: str, per_channel: bool, bits: int, fragile: bool = False) -> float:
+    """Lab 6, exercise 1: the student's PTQ accuracy on the chapter's ResNet (or its copy with an outlier channel)."""
+    data, model = ptq_model(fragile)
     return _number(fn(model, data, method, per_channel, bits), "the test accuracy (percent)")
 
 

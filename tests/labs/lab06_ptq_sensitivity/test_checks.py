@@ -39,12 +39,20 @@ def test_ptq_accuracy_check():
         "quantizers left off": lambda m, d, meth, pc, b: evaluate(_calibrated(m, d, meth, pc, b, enable=False), d),
         "8 bits instead of bits": lambda m, d, meth, pc, b: evaluate(_calibrated(m, d, meth, pc, 8), d),
         "FP32 accuracy": lambda m, d, meth, pc, b: evaluate(m, d),
+        "per_channel ignored (always per-tensor)": lambda m, d, meth, pc, b: evaluate(_calibrated(m, d, meth, False, b), d),
     }
     for name, fn in wrong.items():
         with pytest.raises(CheckFailed):
             check("lab06.ptq_accuracy", fn, plot=False)
-    # not listed: ignoring per_channel. At W4A4 with percentile calibration per-tensor weights score about as
-    # well on this model (80.2 vs 79.1 %, CPU, 2026-12-01), so an accuracy check cannot call it wrong there.
+
+
+def test_ptq_accuracy_rejects_always_per_channel():
+    """The per-tensor case on the model with an outlier channel (hidden) catches a PTQ that is always per-channel."""
+    from helpers.grading import verify
+
+    verify("lab06.ptq_accuracy", lambda m, d, meth, pc, b: evaluate(_calibrated(m, d, meth, pc, b), d))
+    with pytest.raises(CheckFailed):
+        verify("lab06.ptq_accuracy", lambda m, d, meth, pc, b: evaluate(_calibrated(m, d, meth, True, b), d))
 
 
 def _rank(qmodel, data, descending=False, split="val"):
