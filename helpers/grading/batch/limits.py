@@ -214,9 +214,6 @@ class Groups:
 
 # ---------- the launcher and the explanations ----------
 
-# Each thread's stack (glibc takes its size from RLIMIT_STACK) is capped at the usual 8 MiB, so that how many
-# threads fit in the memory limit (the CUDA simulator runs one per GPU thread) is the same on every machine.
-THREAD_STACK = 8 * 1024 * 1024
 LAUNCHER = ("import os, resource, signal, sys\n"
             "cg, lim = sys.argv[1], sys.argv[2]\n"
             "for d in filter(None, cg.split(':')):\n"
@@ -228,17 +225,14 @@ LAUNCHER = ("import os, resource, signal, sys\n"
             "        v = v if hard == resource.RLIM_INFINITY else min(v, hard)\n"
             "        resource.setrlimit(r, (v, v + 5 if k == 'CPU' and hard == resource.RLIM_INFINITY else v))\n"
             "resource.setrlimit(resource.RLIMIT_CORE, (0, 0))\n"
-            "soft, hard = resource.getrlimit(resource.RLIMIT_STACK)\n"
-            f"if soft == resource.RLIM_INFINITY or soft > {THREAD_STACK}:\n"
-            f"    resource.setrlimit(resource.RLIMIT_STACK, ({THREAD_STACK}, hard))\n"
             "os.execvp(sys.argv[3], sys.argv[3:])\n")
 
 
 def launcher(res: Resources, groups: list[str]) -> list[str]:
     """The command prefix that joins `groups`, sets the rlimits of `res`, then runs the rest of the line."""
-    # No process rlimit for root: it is not enforced for root, and under bubblewrap's user namespace it is (against
-    # every process root has on the machine, other submissions' included: on the 16-core H200 lab 12's simulator
-    # threads met it at --jobs 4). Root's kernels are held by their own pids group where the machine has one.
+    # No process rlimit for root: it is not enforced for root, and under bubblewrap's user namespace it would be,
+    # against every process root has on the machine (other submissions' included). Root's kernels are held by their
+    # own pids group where the machine has one.
     nproc = res.processes if os.geteuid() != 0 else 0
     rl = f"{res.memory_bytes},{res.cpu_seconds},{res.file_bytes},{nproc}"
     return [sys.executable, "-c", LAUNCHER, ":".join(groups), rl]

@@ -8,7 +8,7 @@ a copy of every official solution (so it is graded as a student's submission, ag
 calibration the official solution made under the same load). Prints each lab's score and
 seconds per submission; exits 1 if any copy lost a point. With --out, also writes the timings as
 records (grading.loadtest.*, with the sandbox mode used), which `python -m helpers.tools.report store-records
-OUT.json` adds to reference/cpu (or, with `--into reference/h200`, to the GPU machine's reference), where
+OUT.json` adds to reference/cpu (or, with `--into h200`, to reference/h200), where
 docs/instructors.md cites them.
 
 Serves: instructors (checking the grader on their machine; the throughput in docs/instructors.md).

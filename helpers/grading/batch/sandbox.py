@@ -35,7 +35,7 @@ ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THRE
 # glibc gives threads their own malloc arenas, up to 8 per core, each reserving 64 MiB of address space: on a 16-core
 # machine a kernel running the CUDA simulator's hundreds of threads reserved more than the 8 GiB address-space limit
 # (lab 12's demo cell on the H200), on 2 cores a sixteenth of that. A fixed count makes the limit mean the same everywhere.
-MALLOC_ARENAS = os.environ.get("WORKBOOK_MALLOC_ARENAS", "2")
+MALLOC_ARENAS = "2"
 _SYSTEM_DIRS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib64", "/lib32")
 COURSE_ROOT = Path(__file__).resolve().parents[3]  # the grader's own checkout: never on a kernel's path
 

@@ -108,8 +108,8 @@ THREADS = ("import threading\nb = threading.Barrier(121, timeout=20)\n"
 
 
 def test_a_kernels_threads_fit_its_memory_limit_whatever_the_core_count(tmp_path) -> None:
-    """glibc's malloc arenas (up to 8 per core, 64 MiB of address space each) are fixed in the kernel's environment:
-    on a 16-core machine 120 threads under the address-space limit failed to start ("can't start new thread")."""
+    """glibc's malloc arenas (up to 8 per core, 64 MiB of address space each) are fixed in the kernel's environment;
+    with the 128 that 16 cores allow, 120 threads under a 2 GiB address-space limit fail to start."""
     import subprocess
     import sys
 
