@@ -8,8 +8,8 @@
 //
 // The stages of one block (helpers/kernels/wo_gemm.py launches it, wo_gemm_twin.py is its numpy twin):
 //   1. split-K      blockIdx.y picks a slice of K (grid.y = SPLIT); when the columns alone make too few blocks
-//                   for 132 SMs, the slices add their FP32 partial sums with atomics into a workspace that
-//                   wo_gemm_finish turns into FP16 (and zeroes again for the next call).
+//                   for 132 SMs, the slices add their FP32 partial sums with atomics into a workspace; the last
+//                   slice to arrive (stage 7), or a second pass wo_gemm_finish, turns it into FP16 and zeroes it.
 //   2. activations  x's rows for a stage of 32 * D inputs go global -> shared with cp.async, STAGES - 1 stages
 //                   ahead (a multi-stage pipeline); rows >= M are never loaded and read as zeros (M is padded to
 //                   16 * MT in the A fragment by masking).
@@ -22,6 +22,7 @@
 //   5. mma          per 16 inputs: the A fragments of the MT row tiles from shared memory, times the 4 column
 //                   blocks of 8: 4 * MT mma.sync per k-step.
 //   6. epilogue     W8 multiplies by its channel scale in FP32; FP16 store (or FP32 atomics when split).
+//   7. finish       split-K only: the last block of a column range converts the sums (one launch, no second pass).
 // Needs compute capability 8.0+ (cp.async, mma.sync m16n8k16); it runs unchanged on Hopper.
 #include <cuda_fp16.h>
 
@@ -71,7 +72,8 @@ __device__ __forceinline__ void dequant_w8(unsigned v, unsigned& b0, unsigned& b
 template <int BITS, int MT, int WARPS, int D, int STAGES>
 __global__ void __launch_bounds__(32 * WARPS)
 wo_gemm(const uint4* __restrict__ w, const void* __restrict__ scale, const __half* __restrict__ x,
-        __half* __restrict__ y, float* __restrict__ ws, int m, int n, int n_pad, int k, int gshift) {
+        __half* __restrict__ y, float* __restrict__ ws, unsigned* __restrict__ arrived, int m, int n, int n_pad, int k,
+        int gshift) {
     constexpr int PIECES = BITS == 4 ? 1 : 2;  // 16-byte pieces a lane loads per 32 x 32 tile
     constexpr int KS = 32 * D;                  // inputs a stage
     constexpr int LD = KS + 8;                  // shared row stride in halves: +16 bytes makes the A loads conflict-free
@@ -180,22 +182,42 @@ wo_gemm(const uint4* __restrict__ w, const void* __restrict__ scale, const __hal
         }
     }
     cp_async_wait<0>();
-    if (!active) return;
 
     // 6. epilogue: C fragment c0, c1 are row g, columns 2t, 2t + 1 of a 16 x 8 tile; c2, c3 row g + 8
+    if (active) {
 #pragma unroll
-    for (int i = 0; i < MT; ++i)
+        for (int i = 0; i < MT; ++i)
 #pragma unroll
-        for (int j = 0; j < 4; ++j)
+            for (int j = 0; j < 4; ++j)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int row = i * 16 + g + 8 * (e >> 1), col = nt * 32 + 8 * j + 2 * t + (e & 1);
-                if (row >= m || col >= n) continue;
-                float v = acc[i][j][e];
-                if constexpr (BITS == 8) v *= reinterpret_cast<const float*>(scale)[col];
-                if (gridDim.y == 1) y[(size_t)row * n + col] = __float2half(v);
-                else atomicAdd(ws + (size_t)row * n + col, v);
-            }
+                for (int e = 0; e < 4; ++e) {
+                    const int row = i * 16 + g + 8 * (e >> 1), col = nt * 32 + 8 * j + 2 * t + (e & 1);
+                    if (row >= m || col >= n) continue;
+                    float v = acc[i][j][e];
+                    if constexpr (BITS == 8) v *= reinterpret_cast<const float*>(scale)[col];
+                    if (gridDim.y == 1) y[(size_t)row * n + col] = __float2half(v);
+                    else atomicAdd(ws + (size_t)row * n + col, v);
+                }
+    }
+    // 7. split-K finish in the kernel (when `arrived` is given): the last of the gridDim.y blocks of these columns
+    //    to arrive turns their FP32 sums into FP16 and zeroes the workspace and its counter for the next call.
+    if (gridDim.y == 1 || arrived == nullptr) return;
+    __shared__ int last;
+    __threadfence();  // this thread's atomics are visible to the whole GPU before the block says it has arrived
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(arrived + blockIdx.x, 1u) == gridDim.y - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    const int c0 = blockIdx.x * WARPS * 32, cols = min(WARPS * 32, n - c0);
+    for (int i = threadIdx.x; i < m * WARPS * 32; i += 32 * WARPS) {
+        const int r = i / (WARPS * 32), cc = i % (WARPS * 32);
+        if (cc >= cols) continue;
+        const size_t o = (size_t)r * n + c0 + cc;
+        y[o] = __float2half(__ldcg(ws + o));  // from L2, where the atomics landed
+        ws[o] = 0.f;
+    }
+    if (threadIdx.x == 0) arrived[blockIdx.x] = 0u;
 }
 
 // The split-K pass after wo_gemm: the summed FP32 workspace becomes y in FP16, and the workspace is zero again.

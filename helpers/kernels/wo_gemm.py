@@ -8,7 +8,7 @@ The GEMV (``wo_gemv``) wins at batch 1-2; from batch 4 on this kernel reuses eac
 on tensor cores. `pick(scheme, n, k, m)` returns the (config, split) of a measured table (``use_table``, written by
 ``python -m helpers.kernels.wo_gemm_check --out DIR``) or, without one, a rule that fills the SMs. Launches go to
 torch's current stream (CUDA-graph capturable); a split launch adds FP32 partial sums into a per-(device, M x N)
-workspace that the second pass zeroes again, so two streams must not run the same shape at once.
+workspace that the last block (or a second pass) zeroes again, so two streams must not run the same shape at once.
 
 Serves: tooling — the tensor-core weight-only GEMM, its tests and benchmark (chapter 12 to come).
 """
@@ -170,6 +170,8 @@ def fastest(scheme: str, n: int, k: int, m: int) -> str | None:
 
 _functions: dict[str, Any] = {}
 _workspaces: dict[tuple, torch.Tensor] = {}
+MAX_BLOCKS_X = 4096  # column blocks a split launch may have (one arrival counter each)
+FUSED_FINISH = [True]  # split-K finishes in the kernel's last block (False: a second pass, wo_gemm_finish)
 _streams: dict[int, Any] = {}
 
 
@@ -243,9 +245,21 @@ def _workspace(device: torch.device, numel: int) -> torch.Tensor:
     return _workspaces[key]
 
 
+def _counters(device: torch.device) -> torch.Tensor:
+    """The zeroed arrival counters of fused split-K (the last block resets its own)."""
+    key = (device, "arrived")
+    if key not in _workspaces:
+        _workspaces[key] = torch.zeros(MAX_BLOCKS_X, dtype=torch.int32, device=device)
+    return _workspaces[key]
+
+
 def gemm(x: torch.Tensor, p: GemmWeight, split_k: int | None = None, config: str | None = None,
-         out: torch.Tensor | None = None) -> torch.Tensor:
-    """y = x W^T for FP16 x (M, K), M = 1..64, and a prepared weight; FP16 y (M, N)."""
+         out: torch.Tensor | None = None, fused_finish: bool | None = None) -> torch.Tensor:
+    """y = x W^T for FP16 x (M, K), M = 1..64, and a prepared weight; FP16 y (M, N).
+
+    With split_k > 1 the slices' sums meet in an FP32 workspace; fused_finish (default FUSED_FINISH) lets the last
+    block convert them, otherwise a second kernel does.
+    """
     m0 = x.shape[0] if isinstance(x, torch.Tensor) and x.ndim == 2 else 1
     chosen = pick(p.scheme, p.n, p.k, m0) if isinstance(p, GemmWeight) else ("a", 1)
     config = chosen[0] if config is None else config
@@ -259,12 +273,15 @@ def gemm(x: torch.Tensor, p: GemmWeight, split_k: int | None = None, config: str
     compile_kernels([name])
     c = CONFIGS[config]
     ws = _workspace(x.device, m * p.n) if split_k > 1 else None
+    fused = FUSED_FINISH[0] if fused_finish is None else bool(fused_finish)
+    blocks = -(-p.n_pad // (32 * c.warps))
+    arrived = _counters(x.device) if ws is not None and fused and blocks <= MAX_BLOCKS_X else None
     gshift = max(p.group, 1).bit_length() - 1
     with _stream():
-        _functions[name]((-(-p.n_pad // (32 * c.warps)), split_k), (32 * c.warps,),
-                         (_ptr(p.data), _ptr(p.scale), _ptr(x), _ptr(y), _ptr(ws), np.int32(m), np.int32(p.n),
-                          np.int32(p.n_pad), np.int32(p.k), np.int32(gshift)))
-        if ws is not None:
+        _functions[name]((blocks, split_k), (32 * c.warps,),
+                         (_ptr(p.data), _ptr(p.scale), _ptr(x), _ptr(y), _ptr(ws), _ptr(arrived), np.int32(m),
+                          np.int32(p.n), np.int32(p.n_pad), np.int32(p.k), np.int32(gshift)))
+        if ws is not None and arrived is None:
             _functions["wo_gemm_finish"]((min(1024, -(-m * p.n // 256)),), (256,), (_ptr(ws), _ptr(y), np.int32(m * p.n)))
     return y
 
