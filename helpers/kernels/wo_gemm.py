@@ -87,10 +87,7 @@ def prepare(weight: Any) -> GemmWeight:
         s[: q.shape[0]] = weight.scale.float()
         return GemmWeight(8, wo_layout.gemm_w8(q), s, *q.shape)
     if isinstance(weight, wo.W4Weight):
-        g = weight.group_size
-        if g < 32 or g & (g - 1):
-            raise InputError(f"the W4 GEMM needs group_size a power of two >= 32 (a 32-input tile never spans two "
-                             f"groups); got {g}. Quantize with quantize_w4(w, 32), 64 or 128.")
+        g = wo_layout.require_group(weight.group_size, "the W4 GEMM")
         q = wo.unpack_int4(weight.packed)
         return GemmWeight(4, wo_layout.gemm_w4(q), wo_layout.gemm_scales_w4(weight.scale), *q.shape, g)
     raise InputError(f"weight must be a W4Weight or W8Weight (helpers.quant.weight_only), got {type(weight).__name__}; "

@@ -5,7 +5,7 @@
 
 Correctness: every scheme (W4 g32/g64/g128, W8), config and split against the float32 reference at M = 1..64 and an
 odd N, printing max error / max |y|. Timing: each kernel walks through enough weight copies to defeat the 50 MB L2,
-captured in one CUDA graph; the graphs of one (shape, M) are replayed interleaved over rounds (the order rotating),
+captured in one CUDA graph; the graphs of one (shape, M) are replayed interleaved, one timing of each per round,
 median and quartiles kept. Writes DIR/rows.json (kernel, scheme, shape, M, us, lo, hi), DIR/pick.json (the fastest
 GEMM launch per case, for wo_gemm.use_table) and prints ratios over cuBLAS FP16 (geometric mean over shapes).
 
@@ -117,20 +117,20 @@ def capture(calls: list[Callable[[], Any]]) -> Callable[[], Any]:
 
 
 def time_graphs(graphs: dict[str, tuple[Callable[[], Any], int]], rounds: int, replays: int = 3) -> dict[str, list]:
-    """µs per call of each graph (replay, calls in it), replayed round-robin with the order rotating each round."""
-    names = list(graphs)
-    us: dict[str, list[float]] = {n: [] for n in names}
+    """µs per call of each graph (replay, calls in it), one timing of each per round (helpers.bench.timed_rounds)."""
+    from helpers.bench import timed_rounds
+
     begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    for i in range(rounds):
-        for name in names[i % len(names):] + names[:i % len(names)]:
-            replay, count = graphs[name]
-            begin.record()
-            for _ in range(replays):
-                replay()
-            end.record()
-            end.synchronize()
-            us[name].append(begin.elapsed_time(end) * 1e3 / replays / count)
-    return us
+
+    def timer(replay: Callable[[], Any], count: int) -> float:
+        begin.record()
+        for _ in range(replays):
+            replay()
+        end.record()
+        end.synchronize()
+        return begin.elapsed_time(end) * 1e3 / replays / count
+
+    return timed_rounds({name: (lambda r=r, c=c: timer(r, c)) for name, (r, c) in graphs.items()}, rounds)
 
 
 def tinygemm_weight(w4: wo.W4Weight) -> tuple[torch.Tensor, torch.Tensor]:

@@ -101,6 +101,14 @@ def _pad_rows(q: torch.Tensor, n_pad: int, fill: int) -> torch.Tensor:
     return torch.cat([q, torch.full((n_pad - q.shape[0], q.shape[1]), fill, dtype=q.dtype, device=q.device)])
 
 
+def require_group(group: int, what: str) -> int:
+    """A W4 group size that is a power of two >= 32 (a 32-input piece or tile never spans two groups), or InputError."""
+    if group < 32 or group & (group - 1):
+        raise InputError(f"{what} needs group_size a power of two >= 32 (32 inputs loaded together never span two "
+                         f"groups); got {group}. Quantize with quantize_w4(w, 32), 64 or 128.")
+    return group
+
+
 def padded(n: int) -> int:
     """N rounded up to the GEMM's tile."""
     return -(-n // TILE) * TILE
