@@ -82,16 +82,15 @@ def natural_w4(q: torch.Tensor) -> torch.Tensor:
 
 
 def gemm_index(bits: int, n_pad: int, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """(n, k) of every code in a fragment layout, shape (N_pad/32, K/32, pieces, 32 lanes, 4 words, codes a word)."""
+    """(n, k) of every code in a fragment layout: arrays that broadcast to (N_pad/32, K/32, pieces, 32 lanes, 4 words,
+    codes a word) (n varies along tiles, lanes and words only, k along k-tiles, pieces, lanes and codes)."""
     require_choice(bits, (4, 8), "bits")
     if n_pad % TILE or k % TILE:
         raise InputError(f"the fragment layout needs N and K multiples of {TILE}, got N={n_pad}, K={k}; pad them.")
     pieces, offs = (1, GEMM_W4_NIBBLE_K) if bits == 4 else (2, GEMM_W8_BYTE_K)
     nt, c, p, lane, j, e = np.ix_(*(np.arange(v) for v in (n_pad // TILE, k // TILE, pieces, 32, 4, len(offs))))
     g, t = lane // 4, lane % 4
-    nn = TILE * nt + 8 * j + g + 0 * (c + p + e)
-    kk = TILE * c + 16 * p + 2 * t + np.asarray(offs)[e] + 0 * (nt + j)
-    return nn, kk
+    return TILE * nt + 8 * j + g, TILE * c + 16 * p + 2 * t + np.asarray(offs)[e]
 
 
 def _pad_rows(q: torch.Tensor, n_pad: int, fill: int) -> torch.Tensor:
@@ -118,9 +117,9 @@ def gemm_w4(q: torch.Tensor) -> torch.Tensor:
     """INT4 codes (N, K) in the fragment W4 layout: int32 words, (N_pad/32) * (K/32) * 32 lanes * 4, flat."""
     require_codes(q, wo.INT4_MIN, wo.INT4_MAX, TILE, "INT4")
     n_pad, k = padded(q.shape[0]), q.shape[1]
-    nn, kk = gemm_index(4, n_pad, k)
+    nn, kk = (torch.from_numpy(a).to(q.device) for a in gemm_index(4, n_pad, k))
     u = _pad_rows(q.to(torch.int64), n_pad, 0) + 8
-    codes = u[torch.from_numpy(nn).to(q.device), torch.from_numpy(kk).to(q.device)]  # (..., 4 words, 8 nibbles)
+    codes = u[nn, kk]  # (..., 4 words, 8 nibbles), gathered on q's device
     word = sum(codes[..., i] << (4 * i) for i in range(8))
     return torch.where(word >= 2**31, word - 2**32, word).to(torch.int32).reshape(-1).contiguous()
 
@@ -129,10 +128,9 @@ def gemm_w8(q: torch.Tensor) -> torch.Tensor:
     """INT8 codes (N, K) in the fragment W8 layout: bytes u = q + 128, (N_pad/32) * (K/32) * 2 * 32 * 4 * 4, flat."""
     require_codes(q, -128, 127, TILE, "INT8")
     n_pad, k = padded(q.shape[0]), q.shape[1]
-    nn, kk = gemm_index(8, n_pad, k)
+    nn, kk = (torch.from_numpy(a).to(q.device) for a in gemm_index(8, n_pad, k))
     u = _pad_rows(q.to(torch.int16), n_pad, 0) + 128
-    return u[torch.from_numpy(nn).to(q.device), torch.from_numpy(kk).to(q.device)].to(torch.uint8).reshape(-1) \
-        .contiguous()
+    return u[nn, kk].to(torch.uint8).reshape(-1).contiguous()
 
 
 def gemm_scales_w4(scale: torch.Tensor) -> torch.Tensor:

@@ -13,7 +13,7 @@ from helpers.quant import wo_layout as L
 
 def test_every_lane_piece_holds_the_b_fragments_the_ptx_table_names():
     """Independently of the packer: word j, nibble i of lane 4g + t is mma (s, j)'s register r, half h, at B[k][n]."""
-    nn, kk = L.gemm_index(4, 64, 64)
+    nn, kk = np.broadcast_arrays(*L.gemm_index(4, 64, 64))
     kb, nb = twin.b_owner()
     decode = {0: (0, 0, 0), 4: (0, 0, 1), 1: (0, 1, 0), 5: (0, 1, 1), 2: (1, 0, 0), 6: (1, 0, 1), 3: (1, 1, 0),
               7: (1, 1, 1)}  # nibble -> (k-step, register, half), as the kernel's LOP3 masks and >> 8 read it
@@ -21,7 +21,7 @@ def test_every_lane_piece_holds_the_b_fragments_the_ptx_table_names():
         for i, (s, r, h) in decode.items():
             assert np.all(nn[:, :, 0, lane, :, i] % 32 == 8 * np.arange(4) + nb[lane, r, h])
             assert np.all(kk[:, :, 0, lane, :, i] % 32 == 16 * s + kb[lane, r, h])
-    nn8, kk8 = L.gemm_index(8, 32, 32)
+    nn8, kk8 = np.broadcast_arrays(*L.gemm_index(8, 32, 32))
     for lane in range(32):
         for b in range(4):  # byte b of word j of piece p: register b // 2, half b % 2 of k-step p
             assert np.all(kk8[0, 0, :, lane, :, b] == 16 * np.arange(2)[:, None] + kb[lane, b // 2, b % 2])
