@@ -44,7 +44,18 @@ class Config:
     stages: int
 
 
-CONFIGS = {"a": Config(4, 4, 3), "b": Config(8, 2, 4)}  # D is capped at 2 for M > 32 (shared memory < 48 KiB)
+CONFIGS = {"a": Config(4, 4, 3), "b": Config(8, 2, 4), "c": Config(4, 8, 3)}  # D as effective_d allows
+SHARED_BYTES = 48 * 1024  # static shared memory of a block at most
+MAX_LOADS = 8  # 16-byte weight loads a lane keeps in flight per stage at most (registers)
+
+
+def effective_d(config: str, bits: int, mt: int) -> int:
+    """The config's D, halved until a stage's activations fit the shared memory and the lane's loads the registers."""
+    c = CONFIGS[config]
+    d, pieces = c.d, 1 if bits == 4 else 2
+    while d > 1 and (c.stages * 16 * mt * (32 * d + 8) * 2 > SHARED_BYTES or d * pieces > MAX_LOADS):
+        d //= 2
+    return d
 
 
 @dataclass(frozen=True)
@@ -103,12 +114,12 @@ def kernel_name(bits: int, m: int, config: str) -> str:
     """The template instance a launch uses, e.g. 'wo_gemm<4, 1, 4, 4, 3>'."""
     c = CONFIGS[config]
     mt = row_tiles(m)
-    return f"wo_gemm<{bits}, {mt}, {c.warps}, {min(c.d, 2) if mt > 2 else c.d}, {c.stages}>"
+    return f"wo_gemm<{bits}, {mt}, {c.warps}, {effective_d(config, bits, mt)}, {c.stages}>"
 
 
 def all_kernel_names() -> list[str]:
-    """Every instance the course launches: 2 schemes x 4 row tiles x the configs."""
-    return [kernel_name(b, 16 * mt, c) for b in (4, 8) for mt in (1, 2, 3, 4) for c in CONFIGS]
+    """Every instance the course launches: 2 schemes x 4 row tiles x the configs (without repeats)."""
+    return list(dict.fromkeys(kernel_name(b, 16 * mt, c) for b in (4, 8) for mt in (1, 2, 3, 4) for c in CONFIGS))
 
 
 # ---- dispatch by measurement ----
