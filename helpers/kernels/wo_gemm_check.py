@@ -1,7 +1,8 @@
 """GPU check and benchmark of the tensor-core weight-only GEMM (``wo_gemm``) against its peers.
 
     python -m helpers.kernels.wo_gemm_check --out DIR     correctness of every variant, then the timing table
-    python -m helpers.kernels.wo_gemm_check --selftest    a few small cases (fits under compute-sanitizer)
+    python -m helpers.kernels.wo_gemm_check --selftest    a few small cases, e.g. under compute-sanitizer:
+    compute-sanitizer --tool memcheck python -m helpers.kernels.wo_gemm_check --selftest   (also racecheck, synccheck)
 
 Correctness: every scheme (W4 g32/g64/g128, W8), config and split against the float32 reference at M = 1..64 and an
 odd N, printing max error / max |y|. Timing: each kernel walks through enough weight copies to defeat the 50 MB L2,
@@ -267,6 +268,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--selftest", action="store_true", help="only the small correctness cases")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds (default 5)")
     args = ap.parse_args(argv)
+    if not 2 <= args.rounds <= 100:
+        ap.error(f"--rounds must be 2..100 (two give a spread), got {args.rounds}")
     if not torch.cuda.is_available():
         print("wo_gemm_check needs a CUDA GPU (none here).", file=sys.stderr)
         return 2

@@ -160,3 +160,13 @@ def test_gemm_is_graph_capturable():
     replay()
     torch.cuda.synchronize()
     assert C.relative_error(y, G.reference(x, p)) < C.TOLERANCE
+
+
+def test_the_check_says_when_there_is_no_gpu_and_refuses_bad_options(capsys, monkeypatch):
+    from helpers.kernels import wo_gemm_check as C
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert C.main(["--selftest"]) == 2
+    assert "needs a CUDA GPU" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        C.main(["--rounds", "1", "--selftest"])
