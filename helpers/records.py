@@ -92,7 +92,8 @@ def record(
     **extra: Any,
 ) -> Record:
     """Record one measurement: keep it for this session and append it to $WORKBOOK_RESULTS if set."""
-    from helpers.device import device_label, versions
+    from helpers.device import device_label
+    from helpers.environment import versions
 
     if not isinstance(name, str) or not name:
         raise InputError("record() needs a non-empty measurement name such as 'copy.cupy_over_d2d'.")
