@@ -1,4 +1,4 @@
-"""The first Ctrl-C (SIGINT) or SIGTERM of a real grade batch stops it within 5 s: nothing left running, nothing
+"""The first Ctrl-C (SIGINT), SIGTERM, SIGHUP (a closed terminal) or SIGQUIT (Ctrl-\\) of a real grade batch stops it within 5 s: nothing left running, nothing
 left in $TMPDIR, one line and a non-zero exit without a traceback, a gradebook that matches its resumable
 record; and running the same command again completes the batch with no row lost or duplicated."""
 
@@ -61,7 +61,8 @@ def _batch(tmp_path: Path) -> tuple[list[str], dict[str, str], Path]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT],
+                         ids=["SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT"])
 def test_a_signal_stops_the_batch_cleanly_and_a_rerun_resumes(tmp_path: Path, signum: int) -> None:
     cmd, env, out = _batch(tmp_path)
     try:
