@@ -104,8 +104,8 @@ def run(busy: int = 2, jobs: int = 1, labs: list[str] | None = None, out: Path |
             print(f"{len(graded)} submissions in {wall:.0f} s (calibration included): "
                   f"{wall / max(1, len(graded)):.1f} s per submission", flush=True)
             if out is not None and graded:
-                with cli.replacing(out, PROG, force_flag=None, instead=INSTEAD) as tmp:  # new or its own only
-                    save({g.submission.lab: g.result.seconds for g in graded}, wall, busy, jobs, lost, load, tmp,
+                with cli.replacing(out, PROG, force_flag=None, instead=INSTEAD) as part:  # new or its own only
+                    save({g.submission.lab: g.result.seconds for g in graded}, wall, busy, jobs, lost, load, part,
                          mode)
                 print(f"timings written to {out}")
     finally:

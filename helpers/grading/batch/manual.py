@@ -73,21 +73,9 @@ def answers(notebook: Path, solution: Path | None) -> list[dict]:
             for g, p in wanted]
 
 
-def _number(value: str, where: str, top: float) -> float:
-    """Points between 0 and `top`, or a one-line error naming `where`."""
-    try:
-        x = float(value)
-    except ValueError:
-        x = math.nan
-    if not math.isfinite(x) or not 0 <= x <= top:
-        raise InputError(f"{where}: points {value!r} must be a number from 0 to {top:g}, the question's points. "
-                         f"Fix that line; nothing was graded.")
-    return x
-
-
 def read_marks(path: Path) -> dict[tuple[str, str], tuple[float, str]]:
     """The points the instructor filled into a manual.csv: (submission, question) -> (points, answer)."""
-    from helpers.grading.batch.overrides import parse_csv
+    from helpers.grading.batch.overrides import parse_csv, points_in
 
     if not path.is_file():
         return {}
@@ -95,12 +83,15 @@ def read_marks(path: Path) -> dict[tuple[str, str], tuple[float, str]]:
     for n, row in enumerate(parse_csv(path), start=2):
         if not row.get("points"):
             continue
-        if not row.get("submission") or not row.get("question"):
-            raise InputError(f"{path}, line {n}: points without its submission and question; keep those "
-                             f"columns as the grader wrote them.")
-        top = _number(row.get("max_points") or "inf", f"{path}, line {n} (max_points)", math.inf)
-        marks[(row["submission"], row["question"])] = (_number(row["points"], f"{path}, line {n}", top),
-                                                       row.get("answer", ""))
+        top = points_in(row.get("max_points", ""), math.inf)
+        if not row.get("submission") or not row.get("question") or top is None:
+            raise InputError(f"{path}, line {n}: points without its submission, question or max_points; keep "
+                             f"those columns as the grader wrote them.")
+        got = points_in(row["points"], top)
+        if got is None:
+            raise InputError(f"{path}, line {n}: points {row['points']!r} must be a number from 0 to {top:g}, the "
+                             f"question's points. Fix that line; nothing was graded.")
+        marks[(row["submission"], row["question"])] = (got, row.get("answer", ""))
     return marks
 
 

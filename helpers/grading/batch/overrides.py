@@ -41,7 +41,7 @@ def parse_csv(path: Path) -> list[dict[str, str]]:
     try:
         dialect = csv.Sniffer().sniff("\n".join(text.splitlines()[:20]), delimiters=",;\t")
     except csv.Error:
-        dialect = csv.excel  # type: ignore[assignment]
+        dialect = csv.excel
     try:
         rows = list(csv.DictReader(text.splitlines(), dialect=dialect, strict=True))
     except csv.Error as err:
@@ -68,13 +68,18 @@ def read(path: str | Path | None) -> list[dict[str, str]]:
     return [dict(r, **{WHERE: f"{path}, line {n}"}) for n, r in enumerate(rows, start=2)]
 
 
+def points_in(text: str, top: float) -> float | None:
+    """`text` as a number of points from 0 to `top`, or None when it is not one."""
+    try:
+        x = float(text)
+    except ValueError:
+        return None
+    return x if math.isfinite(x) and 0 <= x <= top else None
+
+
 def _points(o: dict[str, str], k: str, top: float) -> None:
     """Refuse a value of points that is not a number from 0 to `top`."""
-    try:
-        x = float(o[k])
-    except ValueError:
-        x = math.nan
-    if not math.isfinite(x) or not 0 <= x <= top:
+    if points_in(o[k], top) is None:
         raise InputError(f"{o[WHERE]}: {k} = {o[k]!r} is not a number of points from 0 to {top:g} (the most "
                          f"{k} gives). Fix that line; nothing was graded.")
 
