@@ -193,3 +193,39 @@ def test_make_grade_takes_the_output_folder_and_the_overrides() -> None:
                            "OVERRIDES=fixes.csv"], capture_output=True, text=True, check=True).stdout
     line = next(x for x in said.splitlines() if "helpers.grading.batch grade" in x)
     assert "--out my-grades" in line and "--overrides fixes.csv" in said
+
+
+@pytest.mark.slow
+def test_a_real_batch_counts_points_given_in_manual_csv_and_overrides_and_keeps_them(tmp_path: Path) -> None:
+    from tests.support.grading import ADD, LAB as FIXTURE, MUL, solution_nb, student_nb, write_exercises
+    from tests.support.grading import write_nb, write_solution
+
+    from helpers.grading.batch.grade import grade
+    from helpers.grading.batch.labgen import lab_from_solution
+
+    sols = write_solution(tmp_path / "solutions").parent
+    lab = lab_from_solution(solution_nb())
+    lab["cells"][2]["source"], lab["cells"][4]["source"] = ADD, MUL
+    lab["cells"][6]["source"] = "Because the rounding errors are small."
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    write_nb(subs / f"{FIXTURE}__ann.ipynb", lab)
+    write_nb(subs / f"{FIXTURE}__zoe.ipynb", student_nb(ADD, MUL))
+    kwargs = dict(solutions_dir=sols, exercises=write_exercises(tmp_path / "keys"), quiet=True, cell_timeout=30,
+                  total_timeout=120, time_factor=2)
+    grade([subs], out, **kwargs)
+    rows = {r["student"]: r for r in _rows(out / "gradebook.csv")}
+    assert [(r["lab98-why"], r["points"], r["max_points"]) for r in rows.values()] == [("", "5", "6")] * 2
+    asked = _rows(out / "manual.csv")
+    assert [(r["student"], r["answer"]) for r in asked] == [("ann", "Because the rounding errors are small."),
+                                                           ("zoe", "(no answer cell with this id)")]
+    asked[0]["points"] = "1"
+    with (out / "manual.csv").open("w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, manual.HEADER)
+        w.writeheader()
+        w.writerows(asked)
+    (tmp_path / "fix.csv").write_text(f"student,lab,lab98-why\nzoe,{FIXTURE},0.5\n", encoding="utf-8")
+    grade([subs], out, overrides=tmp_path / "fix.csv", **kwargs)
+    grade([subs], out, **kwargs)  # a resume without --overrides keeps them
+    rows = {r["student"]: r for r in _rows(out / "gradebook.csv")}
+    assert (rows["ann"]["points"], rows["zoe"]["points"], rows["zoe"]["overridden"]) == ("6", "5.5", "lab98-why")
+    assert {r["student"]: r["total"] for r in _rows(out / "summary.csv")} == {"ann": "6", "zoe": "5.5"}
