@@ -133,10 +133,11 @@ def grade(paths: Sequence[str | Path], out: str | Path, *, solutions_dir: str | 
     every = discover(list(paths), Path(solutions_dir), read_roster(roster))
     subs, places = shards.select(every, shard)
     out = Path(out).resolve()
-    shards.refuse_other_part(out / STATE, out, shard)
+    given, instead = [solutions_dir, *paths], "a new or empty folder, e.g. --out artifacts/grades"
+    cli.check_output_dir(out, PROG, keep=True, inputs=given, instead=instead)  # never a folder it did not write,
+    shards.refuse_other_part(out / STATE, out, shard)  # decided before anything there is read
     fixes, marks = _corrections(every, out, overrides)
-    cli.claim_output_dir(out, PROG, keep=True, inputs=[solutions_dir, *paths],  # never a folder it did not write
-                         instead="a new or empty folder, e.g. --out artifacts/grades")
+    cli.claim_output_dir(out, PROG, keep=True, inputs=given, instead=instead)
     say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
     if overrides is None and fixes:
         say(f"applying the {len(fixes)} override line(s) last given for {out}; pass --overrides FILE to change them")
@@ -291,6 +292,7 @@ def merge(folders: Sequence[str | Path], out: str | Path, overrides: str | Path 
     """Merge the output folders of a batch's shards into one gradebook, summary and feedback in `out`."""
     graded, keys = shards.collect([Path(f) for f in folders], STATE)
     out = Path(out).resolve()
+    cli.check_output_dir(out, PROG, keep=True, inputs=list(folders), instead="a new or empty folder for the merge")
     fixes, marks = _corrections([g.submission for g in graded], out, overrides)
     cli.claim_output_dir(out, PROG, keep=True, inputs=list(folders), instead="a new or empty folder for the merge")
     corrections.keep(out / STATE, fixes)

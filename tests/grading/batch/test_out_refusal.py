@@ -33,8 +33,10 @@ def test_a_folder_of_yours_is_refused_without_reading_its_files(tmp_path: Path, 
         (home / f"d{k % 7}" / f"photo{k}.raw").write_bytes(b"x" * 1000)
     sols = write_solution(tmp_path / "solutions").parent
     nb = write_nb(tmp_path / "subs" / f"{LAB}__a.ipynb", student_nb())
+    (home / "manual.csv").write_text("submission,question,max_points,points\nx,y,1,lots\n", encoding="utf-8")
     assert main([str(nb), "--solutions", str(sols), "--out", str(home)]) == 2
-    assert "holds files" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "holds files" in err and "line 2" not in err  # refused as a folder of yours: its manual.csv unread
     assert read == []
 
 
