@@ -241,7 +241,8 @@ def _grade_batch(subs: list[Submission], out: Path, batch: Path, mode: str, say,
             _write(out, graded, keys, {i}, fixes, marks)
         got, possible = g.points()
         say(f"{s.student}: {s.path.name}: " + (f"not graded ({result.not_graded})" if result.not_graded
-                                              else f"{got:g} / {possible:g} points") + f" in {result.seconds:.1f} s")
+                                              else f"{got:g} / {possible:g} points") + f" in {result.seconds:.1f} s"
+            + (f" (+ {g.possible() - possible:g} read by you: manual.csv)" if result.manual else ""))
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:  # FIFO: every calibration is taken before a submission
         cals = {lab: pool.submit(calibrate, lab) for lab in labs}
@@ -250,7 +251,8 @@ def _grade_batch(subs: list[Submission], out: Path, batch: Path, mode: str, say,
     done = [g for g in graded if g is not None]
     _write(out, graded, keys, set(range(len(subs))), fixes, marks)
     stop.check(len(done), len(subs))
-    say(f"wrote {out / GRADEBOOK}, {out / SUMMARY} and {len(done)} feedback file(s) in {out / FEEDBACK}")
+    say(f"wrote {out / GRADEBOOK}, {out / SUMMARY}, {out / manual.MANUAL} and {len(done)} feedback file(s) in "
+        f"{out / FEEDBACK}")
     return done
 
 
