@@ -192,12 +192,13 @@ def _draw_ranges(ax: plt.Axes, trace: Trace, y: int, per: float, xmax: float) ->
 
 def parts(traces: Trace | Sequence[Trace | None], *, title: str | None = None, name: str | None = None,
           note: str = "") -> plt.Figure | None:
-    """Per trace, one stacked bar: milliseconds per kind (summed over streams), then the gaps; the wall span marked."""
+    """Per trace, one stacked bar: time per kind (summed over streams), then the gaps; the wall span marked."""
     items = _traces(traces)
     if not items:
         print("No trace to draw (none recorded here, and none stored yet).")
         return None
-    split = [t.ms_by_kind() for t in items]
+    unit, per = _unit(items)
+    split = [{k: v * 1e3 / per for k, v in t.ms_by_kind().items()} for t in items]
     kinds = [k for k in KINDS if any(s.get(k) for s in split)] + ["gaps"]
     fig, ax = plt.subplots(figsize=(8, 1.6 + 0.5 * len(items)))
     ys = list(range(len(items) - 1, -1, -1))
@@ -209,11 +210,11 @@ def parts(traces: Trace | Sequence[Trace | None], *, title: str | None = None, n
                 edgecolor="0.45" if gap else "white", linewidth=0.5, label="gaps (busiest stream idle)" if gap else k)
         left = [a + w for a, w in zip(left, widths)]
     for i, (y, t) in enumerate(zip(ys, items)):
-        ax.plot([t.totals["span_us"] / 1e3] * 2, [y - 0.4, y + 0.4], color="black", lw=1.5,
+        ax.plot([t.totals["span_us"] / per] * 2, [y - 0.4, y + 0.4], color="black", lw=1.5,
                 label="wall span (first to last event)" if i == 0 else "_")
     ax.set_yticks(ys, [t.label for t in items])
     what = _what(items)
-    ax.set(xlabel=f"{what} time of one call (ms): kinds summed over streams, then gaps", xlim=(0, None),
+    ax.set(xlabel=f"{what} time of one call ({unit}): kinds summed over streams, then gaps", xlim=(0, None),
            ylabel="trace (one call each)", title=title or f"Where the {what} time of one call goes")
     ax.grid(axis="y", visible=False)
     return _finish(fig, ax, items, name or ax.get_title(), note)
@@ -275,7 +276,8 @@ def store(trace: Trace, name: str) -> Any:
 def load(name: str, source: str = "h200") -> Trace | None:
     """The stored trace `name` of a reference run (its record timeline.<name>, else reference/<source>/traces/
     <name>.json), labelled with its device, date and software; None, said in one line, when none is stored yet."""
-    rec = reference.lookup(f"timeline.{_check_name(name)}", source)  # an unknown source is refused here
+    reference.results_path(source)  # an unknown source is refused here
+    rec = reference.lookup(f"timeline.{_check_name(name)}", source)
     data = rec.extra.get("timeline") if rec is not None else None
     path = reference.REFERENCE_DIR / source / "traces" / f"{name}.json"
     if data is None and path.is_file():
