@@ -101,13 +101,17 @@ def record(fn: Callable[[], Any], *, label: str = "", warmup: int = 1,
 # ---- drawing ----------------------------------------------------------------------------------------------
 
 def _traces(traces: Trace | Sequence[Trace | None] | None) -> list[Trace]:
-    """The traces to draw: one or several; None entries (a stored trace not there yet) left out."""
+    """The traces to draw: one or several; None entries (a stored trace not there yet) left out, saying so when
+    none is left."""
     items = [traces] if isinstance(traces, Trace) else list(traces or [])
     bad = [t for t in items if t is not None and not isinstance(t, Trace)]
     if bad:
         raise InputError(f"expected Trace objects (from timeline.record or timeline.load), got "
                          f"{type(bad[0]).__name__}; pass e.g. [record(lambda: model(x), label='fp16')].")
-    return [t for t in items if t is not None]
+    items = [t for t in items if t is not None]
+    if not items:
+        print("No trace to draw (none recorded here, and none stored yet).")
+    return items
 
 
 def provenance(trace: Trace) -> str:
@@ -148,7 +152,6 @@ def draw(traces: Trace | Sequence[Trace | None], *, title: str | None = None, na
     """A timeline: one row per (trace, stream), and one for its ranges, boxes coloured by kind; each trace from 0."""
     items = _traces(traces)
     if not items:
-        print("No trace to draw (none recorded here, and none stored yet).")
         return None
     unit, per = _unit(items)
     rows: list[tuple[str, Trace, str | None]] = []
@@ -195,7 +198,6 @@ def parts(traces: Trace | Sequence[Trace | None], *, title: str | None = None, n
     """Per trace, one stacked bar: time per kind (summed over streams), then the gaps; the wall span marked."""
     items = _traces(traces)
     if not items:
-        print("No trace to draw (none recorded here, and none stored yet).")
         return None
     unit, per = _unit(items)
     split = [{k: v * 1e3 / per for k, v in t.ms_by_kind().items()} for t in items]
@@ -255,30 +257,32 @@ def save(trace: Trace, path: str | os.PathLike, *, force: bool = False) -> Path:
 
 
 def _check_name(name: str) -> str:
-    """A stored trace's name: lower-case letters, digits, '.', '_' or '-' (e.g. 'ch09.fp16')."""
-    if not isinstance(name, str) or not re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", name):
-        raise InputError(f"a stored trace's name is lower-case letters, digits, '.', '_' or '-', got {name!r}; "
-                         "pass e.g. 'ch09.fp16'.")
+    """A stored trace's name, spelled like every measurement's (so the name checks find it): 'ch09.timeline.fp16'."""
+    if not isinstance(name, str) or not re.fullmatch(r"[a-z0-9_]+(\.[a-z0-9_]+)+", name):
+        raise InputError(f"a stored trace's name is dot-separated lower-case words, digits and '_', like every "
+                         f"measurement's, got {name!r}; pass e.g. 'ch09.timeline.fp16'.")
     return name
 
 
 def store(trace: Trace, name: str) -> Any:
-    """Record `trace` as the measurement timeline.<name> (its span in ms; the compact trace as an extra), so that
-    the reference run stores it in reference/<card>/results.json; return the record."""
+    """Record `trace` as the measurement `name` (its value the span in ms; the compact trace its extra 'timeline'),
+    so that the reference run stores it in reference/<card>/results.json; return the record."""
     from helpers.bench import record as record_value
 
     if not isinstance(trace, Trace):
         raise InputError(f"store needs a Trace (from timeline.record), got {type(trace).__name__}.")
-    return record_value(f"timeline.{_check_name(name)}", trace.totals["span_us"] / 1e3, "ms",
-                        timeline=trace.to_json())
+    return record_value(_check_name(name), trace.totals["span_us"] / 1e3, "ms", timeline=trace.to_json())
 
 
 def load(name: str, source: str = "h200") -> Trace | None:
-    """The stored trace `name` of a reference run (its record timeline.<name>, else reference/<source>/traces/
-    <name>.json), labelled with its device, date and software; None, said in one line, when none is stored yet."""
+    """The stored trace `name` of a reference run (the record `name`, else reference/<source>/traces/<name>.json),
+    labelled with its device, date and software; None, said in one line, when none is stored yet."""
     reference.results_path(source)  # an unknown source is refused here
-    rec = reference.lookup(f"timeline.{_check_name(name)}", source)
-    data = rec.extra.get("timeline") if rec is not None else None
+    rec = reference.lookup(_check_name(name), source)
+    if rec is not None and not isinstance(rec.extra.get("timeline"), dict):
+        raise InputError(f"the stored measurement {name!r} of {source} holds no trace; pass the name a "
+                         "timeline.store(...) call recorded.")
+    data = rec.extra["timeline"] if rec is not None else None
     path = reference.REFERENCE_DIR / source / "traces" / f"{name}.json"
     if data is None and path.is_file():
         try:
@@ -288,9 +292,7 @@ def load(name: str, source: str = "h200") -> Trace | None:
     if data is None:
         print(f"No stored {source} trace named {name!r} yet: a GPU reference run stores it (timeline.store).")
         return None
-    trace = Trace.from_json(data, stored=STORED)
     if rec is not None:  # the record's stamp is the run's own
-        trace = Trace.from_json({**data, "device": data.get("device") or rec.device,
-                                 "date": data.get("date") or rec.date,
-                                 "versions": data.get("versions") or rec.versions}, stored=STORED)
-    return trace
+        data = {**data, "device": data.get("device") or rec.device, "date": data.get("date") or rec.date,
+                "versions": data.get("versions") or rec.versions}
+    return Trace.from_json(data, stored=STORED)

@@ -168,6 +168,10 @@ class Trace:
         """Events and ranges as tuples, each with a finite start and a duration >= 0; totals computed."""
         object.__setattr__(self, "events", tuple(self.events))
         object.__setattr__(self, "ranges", tuple(self.ranges))
+        odd = [x for x in (*self.events, *self.ranges) if not isinstance(x, (Event, Range))]
+        if odd:
+            raise InputError(f"trace {self.label!r} holds a {type(odd[0]).__name__}; events are timeline.Event and "
+                             "ranges timeline.Range objects (timeline.record makes them).")
         bad = [e for e in self.events if not (abs(e.start_us) < float("inf") and 0 <= e.dur_us < float("inf"))]
         if bad:
             raise InputError(f"trace {self.label!r}: event {bad[0].name!r} has start {bad[0].start_us} and duration "
@@ -198,15 +202,20 @@ class Trace:
 
     def to_json(self, max_bytes: int = MAX_BYTES) -> dict[str, Any]:
         """The compact form (column lists; names, streams and kinds as indices), at most `max_bytes` of JSON."""
-        events, notes, limit = list(self.events), list(self.notes), len(self.events)
+        events, ranges, notes = list(self.events), list(self.ranges), list(self.notes)
+        limit = len(events) + len(ranges)
         while True:
-            data = _columns(self, events, notes)
+            data = _columns(self, events, ranges, notes)
             size = len(json.dumps(data, separators=(",", ":")))
             if size <= max_bytes or limit <= 1:
                 return data
             limit = max(1, min(limit - 1, int(limit * max_bytes / size * 0.9)))
             events, note = cap(self.events, limit)
-            notes = [*self.notes, note]
+            ranges = sorted(sorted(self.ranges, key=lambda r: -r.dur_us)[: max(1, limit // 20)],
+                            key=lambda r: r.start_us)
+            gone = len(self.ranges) - len(ranges)
+            notes = [*self.notes, note] + ([f"the {gone} shortest ranges left out"] if gone else [])
+            notes = [n for n in notes if n]
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], stored: str = "") -> Trace:
@@ -225,8 +234,8 @@ class Trace:
                    stored, dict(data.get("totals", {})))
 
 
-def _columns(trace: Trace, events: Sequence[Event], notes: Sequence[str]) -> dict[str, Any]:
-    """The compact JSON of `trace` holding `events`."""
+def _columns(trace: Trace, events: Sequence[Event], ranges: Sequence[Range], notes: Sequence[str]) -> dict[str, Any]:
+    """The compact JSON of `trace` holding `events` and `ranges`."""
     names: dict[str, int] = {}
     streams = sorted({e.stream for e in events})
     kinds = [k for k in KINDS if any(e.kind == k for e in events)]
@@ -235,8 +244,8 @@ def _columns(trace: Trace, events: Sequence[Event], notes: Sequence[str]) -> dic
            "name": [names.setdefault(e.name, len(names)) for e in events]}
     if any(e.count > 1 for e in events):
         col["count"] = [e.count for e in events]
-    rg = {"start_us": [round(r.start_us, 3) for r in trace.ranges], "dur_us": [round(r.dur_us, 3) for r in trace.ranges],
-          "name": [names.setdefault(r.name, len(names)) for r in trace.ranges]}
+    rg = {"start_us": [round(r.start_us, 3) for r in ranges], "dur_us": [round(r.dur_us, 3) for r in ranges],
+          "name": [names.setdefault(r.name, len(names)) for r in ranges]}
     totals = dict(trace.totals)
     return {"format": FORMAT, "label": trace.label, "device": trace.device, "date": trace.date,
             "versions": dict(trace.versions), "on_gpu": trace.on_gpu, "notes": list(notes), "totals": totals,

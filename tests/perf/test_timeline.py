@@ -125,6 +125,8 @@ def test_bad_events_are_refused():
         tl.Trace("bad", (tl.Event(0, -1, "7", "GEMM", "x"),))
     with pytest.raises(InputError, match="finite start"):
         tl.Trace("bad", (tl.Event(float("nan"), 1, "7", "GEMM", "x"),))
+    with pytest.raises(InputError, match="holds a dict"):
+        tl.Trace("bad", ({"start_us": 0},))
 
 
 def test_json_round_trip_is_exact():
@@ -156,6 +158,13 @@ def test_the_stored_form_is_capped_and_says_so_keeping_the_full_totals():
     assert len(back.events) < len(t.events) and sum(e.count for e in back.events) <= 2 * 10_000
     assert any(e.count > 1 and e.kind == "copy" for e in back.events)  # the copies were merged, not dropped
     assert tl.Trace.from_json(planted().to_json()).notes == ()  # a small trace is stored whole
+
+
+def test_many_ranges_are_capped_too():
+    t = tl.Trace("ranges", planted().events, tuple(tl.Range(i, 0.5 + i % 7, f"module.layer_{i}") for i in range(5000)))
+    data = t.to_json()
+    assert len(json.dumps(data, separators=(",", ":"))) <= tl.MAX_BYTES
+    assert "shortest ranges left out" in data["notes"][-1] and 0 < len(data["ranges"]["name"]) < 5000
 
 
 def test_cap_merges_before_it_drops():
@@ -239,27 +248,32 @@ def test_save_writes_a_chrome_trace_and_never_replaces_a_file_it_did_not_write(t
 
 
 def test_store_then_load_from_the_reference_records(monkeypatch, capsys):
-    rec = tl.store(planted(), "ch09.fp16")
-    assert rec.name == "timeline.ch09.fp16" and rec.value == pytest.approx(0.030) and rec.unit == "ms"
-    monkeypatch.setattr(reference, "load", lambda source="h200": (rec,) if source == "h200" else ())
-    back = tl.load("ch09.fp16", "h200")
+    rec = tl.store(planted(), "ch09.timeline.fp16")
+    assert rec.name == "ch09.timeline.fp16" and rec.value == pytest.approx(0.030) and rec.unit == "ms"
+    other = bench.Record("ch09.fp16.ms", 1.0, "ms", "NVIDIA H200", "2026-12-05")
+    monkeypatch.setattr(reference, "load", lambda source="h200": (rec, other) if source == "h200" else ())
+    back = tl.load("ch09.timeline.fp16", "h200")
     assert back.events == planted().events and back.stored == tl.STORED and back.device == "NVIDIA H200"
-    assert tl.load("ch09.int8", "h200") is None and "No stored h200 trace named 'ch09.int8'" in capsys.readouterr().out
+    assert tl.load("ch09.timeline.int8") is None
+    assert "No stored h200 trace named 'ch09.timeline.int8'" in capsys.readouterr().out
+    with pytest.raises(InputError, match="holds no trace"):
+        tl.load("ch09.fp16.ms")
     with pytest.raises(InputError, match="source"):
-        tl.load("ch09.fp16", "a100")
-    with pytest.raises(InputError, match="lower-case"):
-        tl.load("../secrets", "h200")
+        tl.load("ch09.timeline.fp16", "a100")
+    for bad in ("../secrets.x", "fp16", "Ch09.Fp16"):
+        with pytest.raises(InputError, match="dot-separated"):
+            tl.load(bad)
 
 
 def test_load_reads_a_trace_file_under_reference(monkeypatch, tmp_path):
     monkeypatch.setattr(reference, "load", lambda source="h200": ())
     monkeypatch.setattr(reference, "REFERENCE_DIR", tmp_path)
     (tmp_path / "h200" / "traces").mkdir(parents=True)
-    (tmp_path / "h200" / "traces" / "ch12.decode.json").write_text(json.dumps(planted().to_json()))
-    assert tl.load("ch12.decode").totals == planted().totals
-    (tmp_path / "h200" / "traces" / "broken.json").write_text("{")
+    (tmp_path / "h200" / "traces" / "ch12.timeline.decode.json").write_text(json.dumps(planted().to_json()))
+    assert tl.load("ch12.timeline.decode").totals == planted().totals
+    (tmp_path / "h200" / "traces" / "ch12.broken.json").write_text("{")
     with pytest.raises(InputError, match="not JSON"):
-        tl.load("broken")
+        tl.load("ch12.broken")
 
 
 def test_record_profiles_one_call_on_the_cpu():
