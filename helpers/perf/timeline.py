@@ -168,8 +168,8 @@ def draw(traces: Trace | Sequence[Trace | None], *, title: str | None = None, na
         for kind in KINDS:
             boxes = [(e.start_us / per, e.dur_us / per) for e in t.events if e.stream == stream and e.kind == kind]
             if boxes:
-                ax.broken_barh(boxes, (y - 0.4, 0.8), facecolors=COLOURS[kind], edgecolor="none",
-                               label="_" if kind in labelled else kind)
+                ax.broken_barh(boxes, (y - 0.4, 0.8), facecolors=COLOURS[kind], edgecolor=COLOURS[kind],
+                               linewidth=0.3, label="_" if kind in labelled else kind)  # a 1 us kernel stays visible
                 labelled.add(kind)
     ax.set_yticks(range(len(rows) - 1, -1, -1), [r[0] for r in rows], fontsize=8)
     ax.set(xlim=(0, xmax * 1.01), ylim=(-0.6, len(rows) - 0.4), xlabel=f"time from the start of the trace ({unit})",

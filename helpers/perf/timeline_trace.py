@@ -60,20 +60,25 @@ def add_hint(kind: str, pattern: str) -> None:
 
 def classify(name: str, hints: Sequence[tuple[str, str]] | None = None) -> str:
     """The kind of a GPU kernel, copy or CPU op from its name ('other' when no hint matches)."""
+    name = re.sub(r"^void\s+", "", name.strip())  # a C++ kernel's return type
     for kind, pattern in HINTS if hints is None else hints:
-        if re.search(pattern, name.strip(), re.I):
+        if re.search(pattern, name, re.I):
             return kind
     return "other"
 
 
 def short_name(name: str, limit: int = 60) -> str:
     """A readable name: no return type, namespaces, template arguments or parameters (the functor kept)."""
-    s = re.sub(r"^void\s+", "", " ".join(name.split()))
+    s = re.sub(r"^void\s+|\(anonymous namespace\)::", "", " ".join(name.split()))
     if s.lower().startswith(("memcpy", "memset")):
         return s.split(" (")[0]
     if len(s) > limit or "(" in s or "<" in s:
-        base = re.match(r"[^<(]*", s).group(0).strip().split("::")[-1] or s  # type: ignore[union-attr]
-        inner = re.search(r"(\w*(?:Functor|functor|_kernel_cuda)\w*)", s[len(base):])
+        head = re.match(r"[^<(]*", s).group(0).strip()  # type: ignore[union-attr]
+        base = head.split("::")[-1] or s
+        arg = re.match(r"<\s*([\w:]+)", s[len(head):])
+        if base.lower() in ("kernel", "kernel2", "device_kernel") and arg:  # CUTLASS: the name is the argument
+            base = arg.group(1).split("::")[-1]
+        inner = re.search(r"(\w*(?:Functor|functor|_kernel_cuda)\w*)", s[len(head):])
         s = f"{base}<{inner.group(1)}>" if inner else base
     return s if len(s) <= limit else s[: limit - 1] + "…"
 

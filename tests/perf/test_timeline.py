@@ -28,6 +28,7 @@ KNOWN = {
     "_gemm_kernel": "GEMM", "_conv_kernel": "convolution", "_layernorm_kernel": "norm",
     "_quantize_kernel": "quantize", "_quantize_rows_kernel": "quantize", "_amax_kernel": "quantize",
     "_int8_linear_kernel": "GEMM", "wo_gemv": "GEMM", "dp4a_gemm": "GEMM", "copy_float4": "copy",
+    "void copy_strided(float const*, float*, long, int)": "copy",
     # inductor: fused pointwise / persistent / reduction kernels; its GEMM templates; a fused norm is a norm
     "triton_poi_fused_add_gelu_0": "elementwise", "triton_red_fused_sum_2": "elementwise",
     "triton_poi_fused__to_copy_0": "elementwise", "triton_poi_fused_convolution_3": "elementwise",
@@ -83,6 +84,10 @@ def test_short_names_drop_templates_and_keep_the_functor():
     name = [n for n in KNOWN if "CUDAFunctor_add" in n][0]
     assert tl.short_name(name) == "vectorized_elementwise_kernel<CUDAFunctor_add>"
     assert tl.short_name("nvjet_tst_128x64_64x6_1x2_h_bz_coopA_NTN") == "nvjet_tst_128x64_64x6_1x2_h_bz_coopA_NTN"
+    cutlass = [n for n in KNOWN if n.startswith("void cutlass::Kernel2")][0]
+    assert tl.short_name(cutlass) == "cutlass_80_tensorop_s16816gemm_f16_128x64_32x6_tn_align8"
+    assert tl.short_name("void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::Half, float>"
+                         "(int, float)") == "vectorized_layer_norm_kernel"
     assert len(tl.short_name("x" * 200)) == 60
 
 
