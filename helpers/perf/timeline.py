@@ -159,7 +159,8 @@ def draw(traces: Trace | Sequence[Trace | None], *, title: str | None = None, na
         rows += [(f"{t.label} · {'stream ' + s if t.on_gpu else s}", t, s) for s in t.streams()]
         rows += [(f"{t.label} · ranges", t, None)] if t.ranges else []
     fig, ax = plt.subplots(figsize=(9, 1.4 + 0.42 * len(rows)))
-    xmax = max((e.end_us for t in items for e in (*t.events, *t.ranges)), default=1.0) / per
+    ends = [e.end_us for t in items for e in t.events] + [r.end_us for t in items for r in t.ranges]
+    xmax = max(ends, default=1.0) / per
     labelled: set[str] = set()
     for y, (_, t, stream) in zip(range(len(rows) - 1, -1, -1), rows):
         if stream is None:
@@ -239,7 +240,8 @@ def chrome(trace: Trace) -> dict[str, Any]:
                    "ts": round(r.start_us, 3), "dur": round(r.dur_us, 3)} for r in trace.ranges]
     return {"traceEvents": meta + boxes, "displayTimeUnit": "ms",
             "otherData": {"label": trace.label, "device": trace.device, "date": trace.date,
-                          "versions": dict(trace.versions), "notes": list(trace.notes), "totals_us": dict(trace.totals)}}
+                          "versions": dict(trace.versions), "notes": list(trace.notes),
+                          "totals_us": dict(trace.totals)}}
 
 
 def save(trace: Trace, path: str | os.PathLike, *, force: bool = False) -> Path:

@@ -192,7 +192,8 @@ class Trace:
         return sorted(busy, key=lambda s: (-busy[s], s))
 
     def gaps(self, stream: str | None = None) -> list[tuple[float, float]]:
-        """Idle intervals of `stream` (default: the busiest) between the trace's first and last event."""
+        """Idle intervals of `stream` (default: the busiest) between the trace's first and last event (of the boxes
+        held: a trace read back from a capped stored form has merged some, so use its totals for sums)."""
         if not self.events:
             return []
         stream = stream or self.totals["busiest_stream"]
@@ -227,13 +228,17 @@ class Trace:
         """Read back what to_json wrote."""
         if not isinstance(data, Mapping) or data.get("format") != FORMAT:
             raise InputError(f"not a stored timeline (no format {FORMAT!r}); pass what Trace.to_json() returned.")
-        ev, rg, names = data["events"], data.get("ranges", {}), data["names"]
-        counts = ev.get("count") or [1] * len(ev["start_us"])
-        events = [Event(s, d, data["streams"][st], data["kinds"][k], names[n], c)
-                  for s, d, st, k, n, c in zip(ev["start_us"], ev["dur_us"], ev["stream"], ev["kind"], ev["name"],
-                                               counts)]
-        ranges = [Range(s, d, names[n]) for s, d, n in zip(rg.get("start_us", []), rg.get("dur_us", []),
-                                                          rg.get("name", []))]
+        try:
+            ev, rg, names = data["events"], data.get("ranges", {}), data["names"]
+            counts = ev.get("count") or [1] * len(ev["start_us"])
+            events = [Event(s, d, data["streams"][st], data["kinds"][k], names[n], c)
+                      for s, d, st, k, n, c in zip(ev["start_us"], ev["dur_us"], ev["stream"], ev["kind"],
+                                                   ev["name"], counts)]
+            ranges = [Range(s, d, names[n]) for s, d, n in zip(rg.get("start_us", []), rg.get("dur_us", []),
+                                                              rg.get("name", []))]
+        except (KeyError, IndexError, TypeError, AttributeError) as exc:
+            raise InputError(f"the stored timeline {data.get('label', '')!r} is damaged ({type(exc).__name__}: "
+                             f"{exc}); store it again from a GPU run, or restore it from git.") from None
         return cls(data.get("label", ""), tuple(events), tuple(ranges), data.get("device", ""), data.get("date", ""),
                    dict(data.get("versions", {})), bool(data.get("on_gpu", True)), tuple(data.get("notes", ())),
                    stored, dict(data.get("totals", {})))
@@ -270,8 +275,9 @@ def cap(events: Sequence[Event], max_events: int) -> tuple[list[Event], str]:
         for e in events:
             last = merged[-1] if merged else None
             if last and last.stream == e.stream and last.kind == e.kind and e.start_us - last.end_us <= tol:
-                merged[-1] = Event(last.start_us, round(max(last.end_us, e.end_us) - last.start_us, 3), last.stream, last.kind,
-                                   last.name, last.count + e.count)
+                end = max(last.end_us, e.end_us)
+                merged[-1] = Event(last.start_us, round(end - last.start_us, 3), last.stream, last.kind, last.name,
+                                   last.count + e.count)
             else:
                 merged.append(e)
         tol *= 2
@@ -296,8 +302,8 @@ def _top_level(ops: list[dict]) -> list[dict]:
     return out
 
 
-def from_chrome(data: Mapping[str, Any], label: str = "", *, device: str = "", versions: Mapping[str, str] | None = None,
-                hints: Sequence[tuple[str, str]] | None = None) -> Trace:
+def from_chrome(data: Mapping[str, Any], label: str = "", *, device: str = "",
+                versions: Mapping[str, str] | None = None, hints: Sequence[tuple[str, str]] | None = None) -> Trace:
     """A Trace from torch.profiler's Chrome trace (its traceEvents): GPU kernels, copies and memsets by stream,
     or, when there are none, the top-level CPU ops of the busiest thread; GPU-side ranges when on the GPU."""
     evs = [e for e in data.get("traceEvents", []) if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e]

@@ -23,7 +23,8 @@ KNOWN = {
     "void cutlass::Kernel2<cutlass_80_tensorop_s16816gemm_f16_128x64_32x6_tn_align8>(cutlass_80_tensorop_s16816gemm"
     "_f16_128x64_32x6_tn_align8::Params)": "GEMM",
     # a cuDNN convolution is an implicit GEMM on xmma, and still a convolution
-    "sm90_xmma_fprop_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nhwc_tilesize128x128x64_warpgroupsize1x1x1": "convolution",
+    "sm90_xmma_fprop_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nhwc_tilesize128x128x64_warpgroupsize1x1x1":
+        "convolution",
     # the course's Triton and CUDA kernels
     "_gemm_kernel": "GEMM", "_conv_kernel": "convolution", "_layernorm_kernel": "norm",
     "_quantize_kernel": "quantize", "_quantize_rows_kernel": "quantize", "_amax_kernel": "quantize",
@@ -43,7 +44,8 @@ KNOWN = {
     "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::Half, float>(int, float)": "norm",
     "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::Half>, std::array<char*, 3ul>"
     " >(int, at::native::CUDAFunctor_add<c10::Half>, std::array<char*, 3ul>)": "elementwise",
-    "void (anonymous namespace)::softmax_warp_forward<c10::Half, c10::Half, float, 7, false, false>(int)": "elementwise",
+    "void (anonymous namespace)::softmax_warp_forward<c10::Half, c10::Half, float, 7, false, false>(int)":
+        "elementwise",
     # 'normal' (random numbers) is no norm
     "void at::native::(anonymous namespace)::distribution_elementwise_grid_stride_kernel<float, 4, normal_kernel>"
     "(int)": "elementwise",
@@ -141,6 +143,9 @@ def test_json_round_trip_is_exact():
     assert data["format"] == tt.FORMAT and data["kinds"] == ["GEMM", "elementwise", "copy"]
     with pytest.raises(InputError, match="not a stored timeline"):
         tl.Trace.from_json({"events": []})
+    damaged = {**data, "names": data["names"][:1]}
+    with pytest.raises(InputError, match="damaged"):
+        tl.Trace.from_json(damaged)
 
 
 def crowded(n: int = 10_000) -> tl.Trace:
