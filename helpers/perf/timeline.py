@@ -127,8 +127,9 @@ def provenance(trace: Trace) -> str:
 
 
 def _finish(fig: plt.Figure, ax: plt.Axes, traces: list[Trace], name: str, note: str) -> plt.Figure:
-    """Legend beside the axes, each distinct footer, tight layout, saved."""
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
+    """Legend beside the axes (kinds in KINDS order), each distinct footer, tight layout, saved."""
+    pairs = sorted(zip(*ax.get_legend_handles_labels()), key=lambda p: KINDS.index(p[1]) if p[1] in KINDS else 99)
+    ax.legend(*zip(*pairs), loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
     for text in dict.fromkeys(provenance(t) for t in traces):
         plots.label_device(ax, text, note)
     fig.tight_layout()
