@@ -80,7 +80,8 @@ def record(fn: Callable[[], Any], *, label: str = "", warmup: int = 1,
     torch = require_package("torch", "pip install torch", "timelines are recorded with torch.profiler")
     from torch.profiler import ProfilerActivity, profile
 
-    from helpers.device import device_label, versions
+    from helpers.device import device_label
+    from helpers.environment import versions
 
     gpu = torch.cuda.is_available()
     for _ in range(warmup):
@@ -270,18 +271,35 @@ def _check_name(name: str) -> str:
 def store(trace: Trace, name: str) -> Any:
     """Record `trace` as the measurement `name` (its value the span in ms; the compact trace its extra 'timeline'),
     so that the reference run stores it in reference/<card>/results.json; return the record."""
-    from helpers.bench import record as record_value
+    from helpers.records import record as record_value
 
     if not isinstance(trace, Trace):
         raise InputError(f"store needs a Trace (from timeline.record), got {type(trace).__name__}.")
     return record_value(_check_name(name), trace.totals["span_us"] / 1e3, "ms", timeline=trace.to_json())
 
 
-def load(name: str, source: str = "h200") -> Trace | None:
-    """The stored trace `name` of a reference run (the record `name`, else reference/<source>/traces/<name>.json),
-    labelled with its device, date and software; None, said in one line, when none is stored yet."""
-    reference.results_path(source)  # an unknown source is refused here
-    rec = reference.lookup(_check_name(name), source)
+def load(name: str, source: str | None = None) -> Trace | None:
+    """The stored trace `name` (the record `name`, else reference/<source>/traces/<name>.json) of the reference run
+    `source` (default: the stored card nearest to this machine's that holds it), labelled with its device, date and
+    software; None, said in one line, when none is stored yet."""
+    _check_name(name)
+    if source is not None:
+        reference.results_path(source)  # an unknown source is refused here
+        cards = [source]
+    else:
+        cards = [c for c in dict.fromkeys([reference.nearest_card(), *reference.SOURCES]) if c and c != "cpu"]
+    for card in cards:
+        trace = _stored(name, card)
+        if trace is not None:
+            return trace
+    print(f"No stored trace named {name!r} in {' or '.join(cards)} yet: a GPU reference run stores it "
+          "(timeline.store).")
+    return None
+
+
+def _stored(name: str, source: str) -> Trace | None:
+    """The trace `name` stored for `source`, or None."""
+    rec = reference.lookup(name, source)
     if rec is not None and not isinstance(rec.extra.get("timeline"), dict):
         raise InputError(f"the stored measurement {name!r} of {source} holds no trace; pass the name a "
                          "timeline.store(...) call recorded.")
@@ -293,7 +311,6 @@ def load(name: str, source: str = "h200") -> Trace | None:
         except ValueError as exc:
             raise InputError(f"{path} is not JSON ({exc}); restore it from git.") from None
     if data is None:
-        print(f"No stored {source} trace named {name!r} yet: a GPU reference run stores it (timeline.store).")
         return None
     if rec is not None:  # the record's stamp is the run's own
         data = {**data, "device": data.get("device") or rec.device, "date": data.get("date") or rec.date,

@@ -8,7 +8,7 @@ import json
 import matplotlib.pyplot as plt
 import pytest
 
-from helpers import bench, cli, reference
+from helpers import cli, records, reference
 from helpers.errors import InputError
 from helpers.figure_check import figure_problems
 from helpers.perf import timeline as tl
@@ -66,12 +66,12 @@ KNOWN = {
 def _quiet(monkeypatch):
     """No figure files, no results file, no records left in this session's list; figures closed; the software
     versions not read (slow: it imports every package)."""
-    from helpers import device
+    from helpers import environment
 
-    monkeypatch.setattr(device, "versions", lambda: {"torch": "2.13.0+cpu"})
+    monkeypatch.setattr(environment, "versions", lambda: {"torch": "2.13.0+cpu"})
     monkeypatch.delenv("WORKBOOK_FIGURES", raising=False)
-    monkeypatch.delenv(bench.RESULTS_VAR, raising=False)
-    monkeypatch.setitem(bench._session, "records", [])
+    monkeypatch.delenv(records.RESULTS_VAR, raising=False)
+    monkeypatch.setitem(records._session, "records", [])
     yield
     plt.close("all")
 
@@ -260,14 +260,16 @@ def test_save_writes_a_chrome_trace_and_never_replaces_a_file_it_did_not_write(t
 def test_store_then_load_from_the_reference_records(monkeypatch, capsys):
     rec = tl.store(planted(), "ch09.timeline.fp16")
     assert rec.name == "ch09.timeline.fp16" and rec.value == pytest.approx(0.030) and rec.unit == "ms"
-    other = bench.Record("ch09.fp16.ms", 1.0, "ms", "NVIDIA H200", "2026-12-05")
+    other = records.Record("ch09.fp16.ms", 1.0, "ms", "NVIDIA H200", "2026-12-05")
     monkeypatch.setattr(reference, "load", lambda source="h200": (rec, other) if source == "h200" else ())
     back = tl.load("ch09.timeline.fp16", "h200")
     assert back.events == planted().events and back.stored == tl.STORED and back.device == "NVIDIA H200"
+    assert tl.load("ch09.timeline.fp16") == back  # by default, whichever stored card holds it
+    assert tl.load("ch09.timeline.fp16", "h100") is None
     assert tl.load("ch09.timeline.int8") is None
-    assert "No stored h200 trace named 'ch09.timeline.int8'" in capsys.readouterr().out
+    assert "No stored trace named 'ch09.timeline.int8' in h200 or h100 yet" in capsys.readouterr().out
     with pytest.raises(InputError, match="holds no trace"):
-        tl.load("ch09.fp16.ms")
+        tl.load("ch09.fp16.ms", "h200")
     with pytest.raises(InputError, match="source"):
         tl.load("ch09.timeline.fp16", "a100")
     for bad in ("../secrets.x", "fp16", "Ch09.Fp16"):
@@ -280,10 +282,10 @@ def test_load_reads_a_trace_file_under_reference(monkeypatch, tmp_path):
     monkeypatch.setattr(reference, "REFERENCE_DIR", tmp_path)
     (tmp_path / "h200" / "traces").mkdir(parents=True)
     (tmp_path / "h200" / "traces" / "ch12.timeline.decode.json").write_text(json.dumps(planted().to_json()))
-    assert tl.load("ch12.timeline.decode").totals == planted().totals
+    assert tl.load("ch12.timeline.decode", "h200").totals == planted().totals
     (tmp_path / "h200" / "traces" / "ch12.broken.json").write_text("{")
     with pytest.raises(InputError, match="not JSON"):
-        tl.load("ch12.broken")
+        tl.load("ch12.broken", "h200")
 
 
 def test_record_profiles_one_call_on_the_cpu():
