@@ -15,6 +15,20 @@ plus gaps, one stacked bar per trace, with the wall span marked (a bar longer th
 the shortest events dropped, and its notes say so; totals are those of the full trace). ``store(trace, name)``
 records it for the reference run; ``load(name, source)`` reads it back for the no-GPU path.
 
+    from helpers.perf import timeline
+    names = {"FP16": "ch09.timeline.fp16", "8-bit": "ch09.timeline.int8"}
+    if GPU:
+        traces = [timeline.record(lambda: fp16_model(**batch), label="FP16"),
+                  timeline.record(lambda: int8_model(**batch), label="8-bit")]
+        for t in traces:
+            timeline.store(t, names[t.label])
+    else:
+        traces = [timeline.load(n) for n in names.values()]   # the stored run, labelled; None if not stored
+    timeline.draw(traces)                     # streams × time, boxes by kind
+    timeline.parts(traces)                    # ms per kind, gaps, the wall span
+    timeline.save(traces[0], Path.home() / "fp16_trace.json")   # then open it at ui.perfetto.dev
+                                              # (never into the course's folders: the output contract refuses)
+
 Serves: tooling — chapter 9 draws its FP16 and 8-bit forward passes with it (issue 39); no chapter imports it yet.
 """
 
