@@ -31,6 +31,7 @@ from typing import Any
 from helpers import bench, cli, figure_check
 from helpers.errors import InputError
 from helpers.reference import REFERENCE_DIR, ROOT
+from helpers.tools import report_failure
 from helpers.tools.tmp_check import KNOWN_TMP_FILES, check_tmp, tmp_leftovers  # noqa: F401 - re-exported
 from helpers.tools.report_summary import NotebookRun, summary_markdown
 from helpers.tools.report_names import (  # noqa: F401 - re-exported: report.check_names etc.
@@ -42,6 +43,7 @@ from helpers.tools.report_names import (  # noqa: F401 - re-exported: report.che
 )
 
 KEY_FIGURES_MAX = 40
+RETRIES = 1  # a failed notebook runs once more in a fresh kernel; both outcomes are kept (a flaky cell shows)
 FIGURE_PROBLEMS = "figure_problems.jsonl"  # what helpers.figure_check found in the run's figures
 PROG = "python -m helpers.tools.report"
 INSTEAD = "a new or empty folder, e.g. --out artifacts/report"  # what a refusal tells the user to pass
@@ -109,24 +111,42 @@ def prestart(client: Any) -> None:
     client.kc.execute(WARM_IMPORTS, silent=True, store_history=False)
 
 
-def execute(path: Path, client: Any, out_dir: Path) -> NotebookRun:
-    """Execute one notebook in its own fresh kernel; save the executed copy; never raise."""
+def execute(path: Path, client: Any, out_dir: Path, tag: str = "") -> NotebookRun:
+    """Execute one notebook in its own fresh kernel; save the executed copy (name + `tag`); never raise.
+
+    A failure is kept with what explains it (helpers.tools.report_failure): cell, first line, exception, frames.
+    """
     import nbformat
 
     t0 = time.perf_counter()
     try:
         client.execute()
-        ok, error = True, ""
+        ok, error, failure = True, "", None
     except Exception as exc:  # noqa: BLE001 - a failing notebook is reported, not fatal
-        ok, error = False, f"{type(exc).__name__}: {str(exc)[-1500:]}"
+        ok, error, failure = False, f"{type(exc).__name__}: {str(exc)[-1500:]}", report_failure.describe(client.nb, exc)
     seconds = time.perf_counter() - t0
     (out_dir / "executed").mkdir(parents=True, exist_ok=True)
-    nbformat.write(client.nb, out_dir / "executed" / f"{path.parent.name}__{path.name}")
-    return NotebookRun(str(path.relative_to(ROOT)), seconds, ok, error)
+    nbformat.write(client.nb, out_dir / "executed" / f"{path.parent.name}__{path.stem}{tag}{path.suffix}")
+    return NotebookRun(str(path.relative_to(ROOT)), seconds, ok, error, failure)
+
+
+def execute_with_retry(path: Path, client: Any, out_dir: Path, timeout: int, retries: int = RETRIES) -> NotebookRun:
+    """Execute a notebook; after a failure run it again in a fresh kernel (up to `retries` times), keeping every
+    outcome: the run's row is the last try, its `attempts` the earlier ones (failed first, passed after: flaky)."""
+    run = execute(path, client, out_dir)
+    earlier: list[dict] = []
+    while not run.ok and len(earlier) < retries:
+        earlier.append(run.to_json())
+        print(f"{run.path}: failed ({report_failure.one_line(run.failure, run.error)}); running it once more",
+              flush=True)
+        run = execute(path, notebook_client(path, timeout), out_dir, tag=f".retry{len(earlier)}")
+    run.attempts = earlier
+    return run
 
 
 def execute_all(paths: list[Path], out_dir: Path, timeout: int) -> list[NotebookRun]:
-    """Execute notebooks in order, each in a fresh kernel started (and warmed) while the one before runs."""
+    """Execute notebooks in order, each in a fresh kernel started (and warmed) while the one before runs;
+    a failed notebook is run once more (execute_with_retry)."""
     from tqdm.auto import tqdm
 
     runs: list[NotebookRun] = []
@@ -141,8 +161,8 @@ def execute_all(paths: list[Path], out_dir: Path, timeout: int) -> list[Notebook
             except Exception as exc:  # noqa: BLE001 - warming up is an optimization; the kernel starts later
                 print(f"could not pre-start the kernel of {paths[i + 1].name}: {exc}", flush=True)
                 upcoming = None
-        runs.append(execute(path, client, out_dir))
-        print(f"{runs[-1].path}: {'ok' if runs[-1].ok else 'FAILED'} in {runs[-1].seconds:.0f} s", flush=True)
+        runs.append(execute_with_retry(path, client, out_dir, timeout))
+        print(f"{runs[-1].path}: {runs[-1].status()} in {runs[-1].seconds:.0f} s", flush=True)
     return runs
 
 
@@ -196,7 +216,7 @@ def _run_into(out: Path, paths: list[Path], pattern: str | None,
     bench.save_records(records, out / "results.json")
     figures = figure_check.read_problems(out / FIGURE_PROBLEMS)
     (out / "summary.md").write_text(summary_markdown(records, runs, minutes, figures), encoding="utf-8")
-    (out / "runs.json").write_text(json.dumps([r.__dict__ for r in runs], indent=1), encoding="utf-8")
+    (out / "runs.json").write_text(json.dumps([r.to_json() for r in runs], indent=1), encoding="utf-8")
     return records, runs
 
 
@@ -231,7 +251,7 @@ def store(out: Path, dest: Path, partial: bool = False) -> None:
         (dest / "summary.md").write_text(summary_markdown(latest_by_name(records), runs, total) + note)
     else:
         shutil.copy(out / "summary.md", dest / "summary.md")
-    (dest / "runs.json").write_text(json.dumps([r.__dict__ for r in runs], indent=1), encoding="utf-8")
+    (dest / "runs.json").write_text(json.dumps([r.to_json() for r in runs], indent=1), encoding="utf-8")
     bench.save_records(latest_by_name(records), dest / "results.json")
     figs = sorted((out / "figures").glob("*.png"))[:KEY_FIGURES_MAX]
     if figs:

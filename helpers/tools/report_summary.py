@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from helpers import bench, spread
 from helpers.reference import TARGETS, TARGETS_BY_NAME
+from helpers.tools.report_failure import details, one_line
 
 CPU_FILE_PREFIXES = ("ort_cpu.", "suite.cpu_", "suite.fresh_clone")  # headline names stored in reference/cpu (MEASUREMENTS.md)
 
@@ -24,6 +25,41 @@ class NotebookRun:
     seconds: float
     ok: bool
     error: str = ""
+    failure: dict | None = None  # helpers.tools.report_failure.describe: cell, line, type, message, frames
+    attempts: list[dict] = field(default_factory=list)  # earlier tries of this notebook (a failed first run)
+
+    @property
+    def flaky(self) -> bool:
+        """Failed once, then passed when run again."""
+        return self.ok and any(not a.get("ok") for a in self.attempts)
+
+    def status(self) -> str:
+        """The summary's status cell: ok, flaky (and how it failed first), or FAILED and where."""
+        first = next((a for a in self.attempts if not a.get("ok")), None)
+        if self.flaky:
+            return f"flaky: failed at first ({one_line(first.get('failure'), first.get('error', ''))}), passed when re-run"
+        if self.ok:
+            return "ok"
+        tries = " twice" if first else ""
+        return f"FAILED{tries}: {one_line(self.failure, self.error)}".rstrip(": ")
+
+    def to_json(self) -> dict:
+        """The runs.json row."""
+        return {"path": self.path, "seconds": self.seconds, "ok": self.ok, "error": self.error,
+                **({"failure": self.failure} if self.failure else {}),
+                **({"attempts": self.attempts} if self.attempts else {})}
+
+
+def failure_sections(runs: Sequence[NotebookRun]) -> list[str]:
+    """A section per failed try (a failed notebook, and the first try of a flaky one): cell, exception, frames."""
+    lines: list[str] = []
+    for run in runs:
+        tries = [a for a in run.attempts if not a.get("ok")] + ([run.to_json()] if not run.ok else [])
+        for n, t in enumerate(tries, 1):
+            if t.get("failure"):
+                label = f"try {n} of {len(tries) + run.ok}" if len(tries) + run.ok > 1 else "its only try"
+                lines += ["", f"### {run.path} failed ({label})", "", *details(t["failure"])]
+    return (["", "## Failures"] + lines) if lines else []
 
 
 def _fmt_value(r: bench.Record | None) -> str:
@@ -61,8 +97,9 @@ def summary_markdown(records: list[bench.Record], runs: Sequence[NotebookRun], m
         lines.append(f"| `{t.name}` | {_fmt_value(r)}{where} | {t.text} | {verdict} | {t.meaning} |")
     lines += ["", "## Notebooks", "", "| notebook | seconds | status |", "|---|---|---|"]
     for run in runs:
-        status = "ok" if run.ok else "FAILED: " + run.error.splitlines()[-1][:200] if run.error else "FAILED"
+        status = run.status().replace("|", "\\|")  # a message's pipe would split the table's cell
         lines.append(f"| {run.path} | {run.seconds:.0f} | {status} |")
+    lines += failure_sections(runs)
     if figures:
         lines += ["", f"## Figure problems ({len(figures)} figures)", ""]
         lines += [f"- {f['notebook']} ({f['figure']}): {p}" for f in figures for p in f["problems"]]
