@@ -31,7 +31,7 @@ from typing import Any
 from helpers import bench, cli, figure_check
 from helpers.errors import InputError
 from helpers.reference import REFERENCE_DIR, ROOT
-from helpers.tools import report_failure
+from helpers.tools import report_failure, report_store
 from helpers.tools.tmp_check import KNOWN_TMP_FILES, check_tmp, tmp_leftovers  # noqa: F401 - re-exported
 from helpers.tools.report_summary import NotebookRun, summary_markdown
 from helpers.tools.report_names import (  # noqa: F401 - re-exported: report.check_names etc.
@@ -76,6 +76,15 @@ def check_destinations(out: Path, store: Path | None = None) -> None:
         if any(store.iterdir()) and not (store / "results.json").is_file():
             raise InputError(f"--store {store} is not a reference folder (it has no results.json); nothing "
                              "was changed. Pass reference/h200, or a new folder.")
+        report_store.check_summary_folder(store)
+    if store is not None:  # this machine's results must belong there: no CPU run as a card's reference
+        from helpers.device import device_label
+
+        stored = bench.load_records(store / "results.json") if (store / "results.json").is_file() else []
+        here = bench.Record("this machine's results", 0.0, "x", device_label(), "today")
+        if (problem := report_store.card_problem(here, store.name, stored)) is not None:
+            raise InputError(f"--store {store}: {problem}; nothing was run. Pass the folder of this machine's "
+                             "card (reference/h100, reference/h200), or run on that card.")
 
 
 def _kernel_name() -> str:
@@ -220,16 +229,22 @@ def _run_into(out: Path, paths: list[Path], pattern: str | None,
     return records, runs
 
 
-def store(out: Path, dest: Path, partial: bool = False) -> None:
-    """Copy results.json, summary.md and the key figures of a run into a reference folder.
+def store(out: Path, dest: Path, partial: bool = False, replace_owner: bool = False) -> None:
+    """Copy results.json, runs.json, the key figures of a run into a reference folder, and write its summary.
 
     With `partial` (a run of some notebooks only), the stored records of the notebooks that were
     not run are kept, and this run's records replace the rest. A full run replaces every notebook's
     records and keeps those of other commands (``python -m helpers.chapters.ch11_troubleshooting.profiling all``).
+    The records are checked first (helpers.tools.report_store: type, unit, card, owner), and a summary.md or
+    runs.json the report did not write is never replaced. The summary's header is read from what is stored.
     """
-    dest.mkdir(parents=True, exist_ok=True)
     records = bench.load_records(out / "results.json")
     runs = [NotebookRun(**r) for r in json.loads((out / "runs.json").read_text())]
+    ours = {p.stem for p in course_notebooks()} | {"make gpu-report"}
+    report_store.check_summary_folder(dest)
+    report_store.check_records(records, dest, f"the run in {out}", replace_owner=replace_owner,
+                               owners_replaced={r.notebook for r in records} if partial else ours)
+    dest.mkdir(parents=True, exist_ok=True)
     kept: list[bench.Record] = []
     if (dest / "results.json").exists():
         old = bench.load_records(dest / "results.json")
@@ -237,22 +252,20 @@ def store(out: Path, dest: Path, partial: bool = False) -> None:
             rerun = {r.notebook for r in records}
             kept = [r for r in old if r.notebook not in rerun]
         else:  # a full run replaces every notebook's records; other commands' (the ncu profile) stay
-            ours = {p.stem for p in course_notebooks()} | {"make gpu-report"}
             kept = [r for r in old if r.notebook not in ours]
-    records = kept + records
+    records = latest_by_name(kept + records)
     if partial and (dest / "runs.json").exists():
         new = {r.path: r for r in runs}
         old_runs = [NotebookRun(**r) for r in json.loads((dest / "runs.json").read_text())]
         runs = [new.pop(r.path, r) for r in old_runs] + list(new.values())
-    if kept:
-        total = next((r.value for r in records if r.name == "suite.gpu_report_minutes"), 0.0)
-        note = ("\n(Some notebooks were re-run after the full run; their rows show the re-run.)\n" if partial else
-                "\n(Records of other commands, such as the Nsight Compute profile, are kept from their own runs.)\n")
-        (dest / "summary.md").write_text(summary_markdown(latest_by_name(records), runs, total) + note)
-    else:
-        shutil.copy(out / "summary.md", dest / "summary.md")
+    total = next((r.value for r in records if r.name == "suite.gpu_report_minutes"), None)
+    note = ("" if not kept else "\n(Some notebooks were re-run after the full run; their rows show the re-run.)\n"
+            if partial else "\n(Records of other commands, such as the Nsight Compute profile, are kept from their "
+            "own runs.)\n")
+    figures = [] if partial else figure_check.read_problems(out / FIGURE_PROBLEMS)
+    (dest / "summary.md").write_text(summary_markdown(records, runs, total, figures) + note, encoding="utf-8")
     (dest / "runs.json").write_text(json.dumps([r.to_json() for r in runs], indent=1), encoding="utf-8")
-    bench.save_records(latest_by_name(records), dest / "results.json")
+    bench.save_records(records, dest / "results.json")
     figs = sorted((out / "figures").glob("*.png"))[:KEY_FIGURES_MAX]
     if figs:
         (dest / "figures").mkdir(exist_ok=True)
@@ -261,7 +274,7 @@ def store(out: Path, dest: Path, partial: bool = False) -> None:
 
 
 def store_cpu(records_file: Path, suite_file: Path) -> Path:
-    """Write reference/cpu/results.json from a `make test` run's records and its suite time."""
+    """Write reference/cpu/results.json from a `make test` run's records and its suite time (checked first)."""
     if not Path(records_file).is_file():
         raise InputError(f"{records_file} is not a file of records. Run `make test` first (it writes it).")
     records = bench.load_records(records_file)
@@ -273,14 +286,16 @@ def store_cpu(records_file: Path, suite_file: Path) -> Path:
     dest = REFERENCE_DIR / "cpu" / "results.json"
     # records of other commands (python -m helpers.tools.fresh_clone; an earlier suite time) stay until replaced
     ours = {p.stem for p in course_notebooks()}
+    report_store.check_records(records, dest.parent, str(records_file), owners_replaced=ours | {"make test"})
     new = {r.name for r in records}
     kept = [r for r in bench.load_records(dest) if r.notebook not in ours and r.name not in new] if dest.exists() else []
     bench.save_records(latest_by_name(kept + records), dest)
     return dest
 
 
-def store_records(records_file: Path, into: str = "cpu") -> Path:
-    """Add the records another command wrote (not a notebook's) to reference/<into>/results.json."""
+def store_records(records_file: Path, into: str = "cpu", replace_owner: bool = False) -> Path:
+    """Add the records another command wrote (not a notebook's) to reference/<into>/results.json, checked first
+    (helpers.tools.report_store): a name another run owns is replaced only with `replace_owner`."""
     records = bench.load_records(records_file) if Path(records_file).is_file() else []
     if not records:
         raise InputError(f"{records_file} holds no records. Pass the JSON file the command wrote, e.g. "
@@ -289,6 +304,7 @@ def store_records(records_file: Path, into: str = "cpu") -> Path:
     if any(r.notebook in ours for r in records):
         raise InputError(f"{records_file} holds notebook records: store a `make test` run with store-cpu.")
     dest = REFERENCE_DIR / into / "results.json"
+    report_store.check_records(records, dest.parent, str(records_file), replace_owner=replace_owner)
     old = bench.load_records(dest) if dest.exists() else []
     bench.save_records(latest_by_name(old + records), dest)
     return dest
@@ -326,9 +342,12 @@ def _cmd_store_records(argv: list[str]) -> int:
     """store-records OUT.json."""
     ap = cli.Parser(prog=f"{PROG} store-records", description="add another command's records to a reference")
     ap.add_argument("records", type=Path)
-    ap.add_argument("--into", choices=("cpu", "h200"), default="cpu", help="reference/cpu (default) or reference/h200")
+    ap.add_argument("--into", choices=("cpu", "h200", "h100"), default="cpu",
+                    help="reference/cpu (default), reference/h200 or reference/h100")
+    ap.add_argument("--replace-owner", action="store_true",
+                    help="replace measurements another run stored (a notebook's, the suite time) on purpose")
     a = ap.parse_args(argv)
-    print(f"wrote {store_records(a.records, a.into)}")
+    print(f"wrote {store_records(a.records, a.into, a.replace_owner)}")
     return 0
 
 
@@ -339,6 +358,8 @@ def _cmd_run(argv: list[str]) -> int:
     ap.add_argument("--only", help="glob of notebook file names to run, e.g. '03_*'")
     ap.add_argument("--timeout", type=cli.positive_int, default=600, help="seconds per cell")
     ap.add_argument("--store", type=Path, help="copy results into this reference folder, e.g. reference/h200")
+    ap.add_argument("--replace-owner", action="store_true",
+                    help="with --store: replace measurements another run stored there, on purpose")
     args = ap.parse_args(argv)
     store_dir = None if args.store is None else args.store if args.store.is_absolute() else ROOT / args.store
     notebooks_to_run(args.only)
@@ -346,7 +367,7 @@ def _cmd_run(argv: list[str]) -> int:
     records, runs = run(args.out, args.only, args.timeout)
     print((args.out / "summary.md").read_text())
     if store_dir is not None:
-        store(args.out, store_dir, partial=bool(args.only))
+        store(args.out, store_dir, partial=bool(args.only), replace_owner=args.replace_owner)
     figures = figure_check.read_problems(args.out / FIGURE_PROBLEMS)
     if figures:
         print(f"{len(figures)} figure(s) with problems (helpers.figure_check), listed in {args.out / 'summary.md'}",

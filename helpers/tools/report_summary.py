@@ -14,6 +14,8 @@ from helpers import bench, spread
 from helpers.reference import TARGETS, TARGETS_BY_NAME
 from helpers.tools.report_failure import details, one_line
 
+SUMMARY_HEADER = "# Reference run: "  # helpers.tools.report_store recognises the report's own summary.md by it
+
 CPU_FILE_PREFIXES = ("ort_cpu.", "suite.cpu_", "suite.fresh_clone")  # headline names stored in reference/cpu (MEASUREMENTS.md)
 
 
@@ -67,18 +69,27 @@ def _fmt_value(r: bench.Record | None) -> str:
     return "missing" if r is None else f"{r.value:.4g} {r.unit}"
 
 
-def summary_markdown(records: list[bench.Record], runs: Sequence[NotebookRun], minutes: float,
+def header(records: Sequence[bench.Record], runs: Sequence[NotebookRun], minutes: float | None) -> str:
+    """The summary's first lines, read from what it summarises: the cards, the records' dates, how many
+    notebooks ran clean (and flaky), and the whole run's wall time."""
+    devices = list(dict.fromkeys(r.device for r in records)) or ["no records"]
+    dates = sorted({r.date for r in records}) or [time.strftime("%Y-%m-%d")]
+    when = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}"
+    flaky = sum(r.flaky for r in runs)
+    took = "not timed (no suite.gpu_report_minutes record)" if minutes is None else f"{minutes:.1f} min"
+    return (f"{SUMMARY_HEADER}{', '.join(devices)}, {when}\n\nWhole run: {took}, {sum(r.ok for r in runs)}/{len(runs)} "
+            f"notebooks ran clean" + (f" ({flaky} of them only when re-run: flaky)" if flaky else "") + ".")
+
+
+def summary_markdown(records: list[bench.Record], runs: Sequence[NotebookRun], minutes: float | None,
                      figures: Sequence[dict] = ()) -> str:
     """The summary: headline measurements against their targets, notebook statuses, then the figures with
     problems (``helpers.figure_check.read_problems``: a roof below its data, a jumpy sweep, no labels)."""
     by_name = {r.name: r for r in records}
-    device = records[0].device if records else "unknown device"
-    date = records[0].date if records else time.strftime("%Y-%m-%d")
     from helpers.reference import SOFTWARE, pin_differences, software
 
     sw = software(records=records)
-    lines = [f"# Reference run: {device}, {date}", "",
-             f"Whole run: {minutes:.1f} min, {sum(r.ok for r in runs)}/{len(runs)} notebooks ran clean.", "",
+    lines = [header(records, runs, minutes), "",
              "Software: " + ", ".join(f"{label} {sw[k]}" for k, label in SOFTWARE if k in sw) + ".",
              "Where it differs from the course's pins: " + ("; ".join(pin_differences(records=records)) or "nowhere")
              + ".", "",

@@ -175,16 +175,20 @@ def test_store_records_adds_another_commands_records_and_refuses_notebook_ones(t
     monkeypatch.setattr(report, "REFERENCE_DIR", tmp_path)
     (tmp_path / "cpu").mkdir()
     _write(tmp_path / "cpu" / "results.json", ["a.b"])
-    report.store_records(_write(tmp_path / "t.json", ["grading.x", "a.b"], notebook="grading load test"))
+    report.store_records(_write(tmp_path / "t.json", ["grading.x"], notebook="grading load test"))
     stored = {r.name: r.notebook for r in bench.load_records(tmp_path / "cpu" / "results.json")}
-    assert stored == {"a.b": "grading load test", "grading.x": "grading load test"}
-    for bad, why in ((_write(tmp_path / "n.json", ["c.d"]), "store-cpu"), (tmp_path / "none.json", "no records")):
+    assert stored == {"a.b": NOTEBOOK, "grading.x": "grading load test"}
+    for bad, why in ((_write(tmp_path / "n.json", ["c.d"]), "store-cpu"), (tmp_path / "none.json", "no records"),
+                     (_write(tmp_path / "o.json", ["a.b"], notebook="grading load test"), "--replace-owner")):
         try:
             report.store_records(bad)
         except report.InputError as e:
             assert why in str(e)
         else:
             raise AssertionError(f"{bad} was stored")
+    report.store_records(tmp_path / "o.json", replace_owner=True)  # on purpose: the owner changes
+    assert {r.name: r.notebook for r in bench.load_records(tmp_path / "cpu" / "results.json")}["a.b"] == \
+        "grading load test"
 
 
 def test_the_reference_run_checks_its_figures_and_fails_on_a_roof_below_its_data(tmp_path, monkeypatch, capsys):
