@@ -31,7 +31,7 @@ from typing import Any
 from helpers import bench, cli, figure_check
 from helpers.errors import InputError
 from helpers.reference import REFERENCE_DIR, ROOT
-from helpers.tools import report_failure, report_store
+from helpers.tools import report_failure, report_figures, report_store
 from helpers.tools.tmp_check import KNOWN_TMP_FILES, check_tmp, tmp_leftovers  # noqa: F401 - re-exported
 from helpers.tools.report_summary import NotebookRun, summary_markdown
 from helpers.tools.report_names import (  # noqa: F401 - re-exported: report.check_names etc.
@@ -262,8 +262,6 @@ def store(out: Path, dest: Path, partial: bool = False, replace_owner: bool = Fa
     note = ("" if not kept else "\n(Some notebooks were re-run after the full run; their rows show the re-run.)\n"
             if partial else "\n(Records of other commands, such as the Nsight Compute profile, are kept from their "
             "own runs.)\n")
-    figures = [] if partial else figure_check.read_problems(out / FIGURE_PROBLEMS)
-    (dest / "summary.md").write_text(summary_markdown(records, runs, total, figures) + note, encoding="utf-8")
     (dest / "runs.json").write_text(json.dumps([r.to_json() for r in runs], indent=1), encoding="utf-8")
     bench.save_records(records, dest / "results.json")
     figs = sorted((out / "figures").glob("*.png"))[:KEY_FIGURES_MAX]
@@ -271,6 +269,10 @@ def store(out: Path, dest: Path, partial: bool = False, replace_owner: bool = Fa
         (dest / "figures").mkdir(exist_ok=True)
         for f in figs:
             shutil.copy(f, dest / "figures" / f.name)
+    figures = [] if partial else figure_check.read_problems(out / FIGURE_PROBLEMS)
+    orphans = report_figures.orphan_figures(dest)  # stored figures with no records behind them
+    note += "".join(["\n## Stored figures without records\n\n"] * bool(orphans) + [f"- {p}\n" for p in orphans])
+    (dest / "summary.md").write_text(summary_markdown(records, runs, total, figures) + note, encoding="utf-8")
 
 
 def store_cpu(records_file: Path, suite_file: Path) -> Path:
