@@ -31,7 +31,8 @@ from typing import Any
 from helpers import bench, cli, figure_check
 from helpers.errors import InputError
 from helpers.reference import REFERENCE_DIR, ROOT
-from helpers.tools import report_failure, report_figures, report_store
+from helpers.tools import report_figures, report_store
+from helpers.tools.report_exec import execute, execute_all, notebook_client, prestart  # noqa: F401 - re-exported
 from helpers.tools.tmp_check import KNOWN_TMP_FILES, check_tmp, tmp_leftovers  # noqa: F401 - re-exported
 from helpers.tools.report_summary import NotebookRun, summary_markdown
 from helpers.tools.report_names import (  # noqa: F401 - re-exported: report.check_names etc.
@@ -43,7 +44,6 @@ from helpers.tools.report_names import (  # noqa: F401 - re-exported: report.che
 )
 
 KEY_FIGURES_MAX = 40
-RETRIES = 1  # a failed notebook runs once more in a fresh kernel; both outcomes are kept (a flaky cell shows)
 FIGURE_PROBLEMS = "figure_problems.jsonl"  # what helpers.figure_check found in the run's figures
 PROG = "python -m helpers.tools.report"
 INSTEAD = "a new or empty folder, e.g. --out artifacts/report"  # what a refusal tells the user to pass
@@ -87,94 +87,6 @@ def check_destinations(out: Path, store: Path | None = None) -> None:
                              "card (reference/h100, reference/h200), or run on that card.")
 
 
-def _kernel_name() -> str:
-    """The course kernel when registered, else the current interpreter's python3 kernel."""
-    from jupyter_client.kernelspec import KernelSpecManager
-
-    from helpers.tools.notebooks import KERNELSPEC
-
-    names = KernelSpecManager().find_kernel_specs()
-    return KERNELSPEC["name"] if KERNELSPEC["name"] in names else "python3"
-
-
-# Imported by each notebook's kernel while the notebook before it runs (about 4 s a kernel on the H200).
-WARM_IMPORTS = "import numpy, torch, helpers"
-
-
-def notebook_client(path: Path, timeout: int) -> Any:
-    """An nbclient NotebookClient for one notebook, its working directory the notebook's folder."""
-    import nbformat
-    from nbclient import NotebookClient
-
-    return NotebookClient(nbformat.read(path, as_version=4), timeout=timeout, kernel_name=_kernel_name(),
-                          resources={"metadata": {"path": str(path.parent)}})
-
-
-def prestart(client: Any) -> None:
-    """Start the client's fresh kernel now and let it import the heavy packages in the background."""
-    from jupyter_core.utils import run_sync
-
-    client.km = client.create_kernel_manager()
-    run_sync(client.async_start_new_kernel)()
-    run_sync(client.async_start_new_kernel_client)()
-    client.kc.execute(WARM_IMPORTS, silent=True, store_history=False)
-
-
-def execute(path: Path, client: Any, out_dir: Path, tag: str = "") -> NotebookRun:
-    """Execute one notebook in its own fresh kernel; save the executed copy (name + `tag`); never raise.
-
-    A failure is kept with what explains it (helpers.tools.report_failure): cell, first line, exception, frames.
-    """
-    import nbformat
-
-    t0 = time.perf_counter()
-    try:
-        client.execute()
-        ok, error, failure = True, "", None
-    except Exception as exc:  # noqa: BLE001 - a failing notebook is reported, not fatal
-        ok, error, failure = False, f"{type(exc).__name__}: {str(exc)[-1500:]}", report_failure.describe(client.nb, exc)
-    seconds = time.perf_counter() - t0
-    (out_dir / "executed").mkdir(parents=True, exist_ok=True)
-    nbformat.write(client.nb, out_dir / "executed" / f"{path.parent.name}__{path.stem}{tag}{path.suffix}")
-    return NotebookRun(str(path.relative_to(ROOT)), seconds, ok, error, failure)
-
-
-def execute_with_retry(path: Path, client: Any, out_dir: Path, timeout: int, retries: int = RETRIES) -> NotebookRun:
-    """Execute a notebook; after a failure run it again in a fresh kernel (up to `retries` times), keeping every
-    outcome: the run's row is the last try, its `attempts` the earlier ones (failed first, passed after: flaky)."""
-    run = execute(path, client, out_dir)
-    earlier: list[dict] = []
-    while not run.ok and len(earlier) < retries:
-        earlier.append(run.to_json())
-        print(f"{run.path}: failed ({report_failure.one_line(run.failure, run.error)}); running it once more",
-              flush=True)
-        run = execute(path, notebook_client(path, timeout), out_dir, tag=f".retry{len(earlier)}")
-    run.attempts = earlier
-    return run
-
-
-def execute_all(paths: list[Path], out_dir: Path, timeout: int) -> list[NotebookRun]:
-    """Execute notebooks in order, each in a fresh kernel started (and warmed) while the one before runs;
-    a failed notebook is run once more (execute_with_retry)."""
-    from tqdm.auto import tqdm
-
-    runs: list[NotebookRun] = []
-    upcoming = None
-    for i, path in enumerate(tqdm(paths, desc="notebooks")):
-        client = upcoming or notebook_client(path, timeout)
-        upcoming = None
-        if i + 1 < len(paths):
-            try:
-                upcoming = notebook_client(paths[i + 1], timeout)
-                prestart(upcoming)
-            except Exception as exc:  # noqa: BLE001 - warming up is an optimization; the kernel starts later
-                print(f"could not pre-start the kernel of {paths[i + 1].name}: {exc}", flush=True)
-                upcoming = None
-        runs.append(execute_with_retry(path, client, out_dir, timeout))
-        print(f"{runs[-1].path}: {runs[-1].status()} in {runs[-1].seconds:.0f} s", flush=True)
-    return runs
-
-
 def latest_by_name(records: list[bench.Record]) -> list[bench.Record]:
     """One record per name (the last one recorded), in first-seen order."""
     last: dict[str, bench.Record] = {}
@@ -183,50 +95,64 @@ def latest_by_name(records: list[bench.Record]) -> list[bench.Record]:
     return list(last.values())
 
 
-def run(out: Path, pattern: str | None, timeout: int) -> tuple[list[bench.Record], list[NotebookRun]]:
-    """Execute the notebooks and write results.json, summary.md, figures and the tar.
+def run(out: Path, pattern: str | None, timeout: int, jobs: int = 1) -> tuple[list[bench.Record], list[NotebookRun]]:
+    """Execute the notebooks (`jobs` at a time where helpers.tools.report_plan allows) and write results.json,
+    runs.json, summary.md, figures and the tar.
 
     Checks first: at least one notebook matches, `timeout` is positive, and `out` is new, empty or an
     earlier output of this command holding only what it wrote (only then are that run's files cleared).
     """
-    if not isinstance(timeout, int) or isinstance(timeout, bool) or timeout < 1:
-        raise InputError(f"timeout must be a whole number of seconds >= 1, got {timeout!r}.")
+    for what, n in (("timeout", timeout), ("jobs", jobs)):
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise InputError(f"{what} must be a whole number >= 1, got {n!r}.")
     paths = notebooks_to_run(pattern)
     check_destinations(out)
     with cli.output_dir(out, PROG, beside=[tar_path(out)], instead=INSTEAD):
-        records, runs = _run_into(out, paths, pattern, timeout)
+        records, runs = _run_into(out, paths, pattern, timeout, jobs)
         cli.tar_beside(out, PROG)
     return records, runs
 
 
-def _run_into(out: Path, paths: list[Path], pattern: str | None,
-              timeout: int) -> tuple[list[bench.Record], list[NotebookRun]]:
-    """Execute `paths` with their records and figures going into the claimed folder `out`; write the summaries."""
+def write_outputs(out: Path, runs: list[NotebookRun], minutes: float, more: list[bench.Record] = ()) -> list[bench.Record]:
+    """Write results.json (the records so far, with `more`), runs.json and summary.md into `out`; return the records.
+    Called after every notebook, so a run cut off by a time limit keeps what finished."""
     records_file = out / "records.jsonl"
-    env = {bench.RESULTS_VAR: str(records_file), "WORKBOOK_FIGURES": str(out / "figures"),
+    records = bench.load_records(records_file) if records_file.exists() else []
+    records = latest_by_name(records + list(more))
+    bench.save_records(records, out / "results.json")
+    figures = figure_check.read_problems(out / FIGURE_PROBLEMS)
+    (out / "runs.json").write_text(json.dumps([r.to_json() for r in runs], indent=1), encoding="utf-8")
+    (out / "summary.md").write_text(summary_markdown(records, runs, minutes, figures), encoding="utf-8")
+    return records
+
+
+def _run_into(out: Path, paths: list[Path], pattern: str | None, timeout: int,
+              jobs: int = 1) -> tuple[list[bench.Record], list[NotebookRun]]:
+    """Execute `paths` with their records and figures going into the claimed folder `out`; write the summaries
+    after each notebook and at the end."""
+    env = {bench.RESULTS_VAR: str(out / "records.jsonl"), "WORKBOOK_FIGURES": str(out / "figures"),
            figure_check.LINT_VAR: str(out / FIGURE_PROBLEMS),
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
     t0 = time.time()
     old_env = dict(os.environ)
     os.environ.update(env)  # every kernel inherits the environment of this process
+
+    def progress(runs: list[NotebookRun]) -> None:
+        write_outputs(out, runs, (time.time() - t0) / 60)
+
     try:
-        runs = execute_all(paths, out, timeout)
+        runs = execute_all(paths, out, timeout, jobs=jobs, on_done=progress)
     finally:
         os.environ.clear()
         os.environ.update(old_env)
     minutes = (time.time() - t0) / 60
-    records = bench.load_records(records_file) if records_file.exists() else []
     from helpers.device import has_gpu
 
+    more = []
     if has_gpu() and pattern is None:
         bench.set_notebook("make gpu-report")
-        records.append(bench.record("suite.gpu_report_minutes", minutes, "min"))
-    records = latest_by_name(records)
-    bench.save_records(records, out / "results.json")
-    figures = figure_check.read_problems(out / FIGURE_PROBLEMS)
-    (out / "summary.md").write_text(summary_markdown(records, runs, minutes, figures), encoding="utf-8")
-    (out / "runs.json").write_text(json.dumps([r.to_json() for r in runs], indent=1), encoding="utf-8")
-    return records, runs
+        more.append(bench.record("suite.gpu_report_minutes", minutes, "min", jobs=jobs))
+    return write_outputs(out, runs, minutes, more), runs
 
 
 def store(out: Path, dest: Path, partial: bool = False, replace_owner: bool = False) -> None:
@@ -359,6 +285,8 @@ def _cmd_run(argv: list[str]) -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "artifacts" / "report")
     ap.add_argument("--only", help="glob of notebook file names to run, e.g. '03_*'")
     ap.add_argument("--timeout", type=cli.positive_int, default=600, help="seconds per cell")
+    ap.add_argument("--jobs", type=cli.positive_int, default=1,
+                    help="notebooks at a time where helpers.tools.report_plan allows (1: one at a time, in order)")
     ap.add_argument("--store", type=Path, help="copy results into this reference folder, e.g. reference/h200")
     ap.add_argument("--replace-owner", action="store_true",
                     help="with --store: replace measurements another run stored there, on purpose")
@@ -366,7 +294,7 @@ def _cmd_run(argv: list[str]) -> int:
     store_dir = None if args.store is None else args.store if args.store.is_absolute() else ROOT / args.store
     notebooks_to_run(args.only)
     check_destinations(args.out, store_dir)
-    records, runs = run(args.out, args.only, args.timeout)
+    records, runs = run(args.out, args.only, args.timeout, args.jobs)
     print((args.out / "summary.md").read_text())
     if store_dir is not None:
         store(args.out, store_dir, partial=bool(args.only), replace_owner=args.replace_owner)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from helpers import bench, spread
 from helpers.reference import TARGETS, TARGETS_BY_NAME
@@ -29,6 +30,8 @@ class NotebookRun:
     error: str = ""
     failure: dict | None = None  # helpers.tools.report_failure.describe: cell, line, type, message, frames
     attempts: list[dict] = field(default_factory=list)  # earlier tries of this notebook (a failed first run)
+    phase: str = ""  # with --jobs N: the phase it ran in (helpers.tools.report_plan), and whether beside others
+    start_s: float | None = None  # when its (last) try started, seconds after the run began
 
     @property
     def flaky(self) -> bool:
@@ -49,7 +52,9 @@ class NotebookRun:
         """The runs.json row."""
         return {"path": self.path, "seconds": self.seconds, "ok": self.ok, "error": self.error,
                 **({"failure": self.failure} if self.failure else {}),
-                **({"attempts": self.attempts} if self.attempts else {})}
+                **({"attempts": self.attempts} if self.attempts else {}),
+                **({"phase": self.phase} if self.phase else {}),
+                **({"start_s": self.start_s} if self.start_s is not None else {})}
 
 
 def failure_sections(runs: Sequence[NotebookRun]) -> list[str]:
@@ -62,6 +67,19 @@ def failure_sections(runs: Sequence[NotebookRun]) -> list[str]:
                 label = f"try {n} of {len(tries) + run.ok}" if len(tries) + run.ok > 1 else "its only try"
                 lines += ["", f"### {run.path} failed ({label})", "", *details(t["failure"])]
     return (["", "## Failures"] + lines) if lines else []
+
+
+def schedule_section(runs: Sequence[NotebookRun]) -> list[str]:
+    """With --jobs N: each phase, and which notebooks ran in it, beside which (from the runs' phases)."""
+    phases = list(dict.fromkeys(r.phase.removesuffix(" (beside)") for r in runs if r.phase))
+    if not phases:
+        return []
+    lines = ["", "## Schedule (which notebooks ran at the same time)", ""]
+    for ph in phases:
+        main = [Path(r.path).stem for r in runs if r.phase == ph]
+        side = [Path(r.path).stem for r in runs if r.phase == ph + " (beside)"]
+        lines.append(f"- phase {ph}: {', '.join(main) or 'none'}" + (f"; beside them: {', '.join(side)}" if side else ""))
+    return lines
 
 
 def _fmt_value(r: bench.Record | None) -> str:
@@ -110,7 +128,7 @@ def summary_markdown(records: list[bench.Record], runs: Sequence[NotebookRun], m
     for run in runs:
         status = run.status().replace("|", "\\|")  # a message's pipe would split the table's cell
         lines.append(f"| {run.path} | {run.seconds:.0f} | {status} |")
-    lines += failure_sections(runs)
+    lines += failure_sections(runs) + schedule_section(runs)
     if figures:
         lines += ["", f"## Figure problems ({len(figures)} figures)", ""]
         lines += [f"- {f['notebook']} ({f['figure']}): {p}" for f in figures for p in f["problems"]]

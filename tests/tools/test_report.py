@@ -6,7 +6,7 @@ from pathlib import Path
 
 from helpers import bench
 
-from helpers.tools import report, report_names
+from helpers.tools import report, report_exec, report_names
 
 
 NOTEBOOK = report_names.course_notebooks()[0].stem  # a notebook the run executes
@@ -148,7 +148,7 @@ def test_execute_all_prestarts_warm_kernels_and_reports_failures(tmp_path, monke
         nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# a title")])
         nb.cells += [nbformat.v4.new_code_cell(src) for src in sources]
         nbformat.write(nb, paths[-1])
-    monkeypatch.setattr(report, "ROOT", tmp_path)
+    monkeypatch.setattr(report_exec, "ROOT", tmp_path)
     monkeypatch.setattr("helpers.device.has_gpu", lambda: False)
     out = tmp_path / "out"
     records, runs = report._run_into(out, paths, "*", timeout=120)
@@ -198,7 +198,7 @@ def test_the_reference_run_checks_its_figures_and_fails_on_a_roof_below_its_data
 
     from helpers import figure_check
 
-    def fake_execute_all(paths, out_dir, timeout):
+    def fake_execute_all(paths, out_dir, timeout, **options):
         lint = os.environ[figure_check.LINT_VAR]  # the run hands the notebooks' kernels a lint file
         with open(lint, "a", encoding="utf-8") as f:
             f.write(json.dumps({"notebook": "11_lab", "figure": "roofline", "uid": "1",
