@@ -1,17 +1,23 @@
 """The reference run: execute every notebook, collect what they recorded, summarise against the targets.
 
-    python -m helpers.tools.report [run] --out DIR [--only PATTERN] [--timeout S] [--store reference/h200]
+    python -m helpers.tools.report [run] --out DIR [--only PATTERN] [--timeout S] [--jobs N]
+                                   [--store reference/h100] [--replace-owner]
     python -m helpers.tools.report check-names RECORDS.jsonl     (used by `make test`)
     python -m helpers.tools.report store-cpu RECORDS.jsonl SUITE.json   (`make cpu-reference`)
-    python -m helpers.tools.report store-records OUT.json [--into h200]  (another command's records into
-                                                            reference/cpu, or reference/h200: the fresh-clone
-                                                            timer, the grading load test)
+    python -m helpers.tools.report store-records OUT.json [--into h200|h100] [--replace-owner]  (another
+                                                            command's records into reference/cpu or a card's:
+                                                            the fresh-clone timer, the grading load test)
     python -m helpers.tools.report check-tmp DIR [--allow GLOB]  (nothing left in a private TMPDIR)
 
-Writes DIR/results.json, DIR/summary.md, DIR/figures/*.png, DIR/executed/*.ipynb and DIR.tar.gz.
+Writes DIR/results.json, DIR/runs.json, DIR/summary.md (after every notebook, so a run cut off keeps what
+finished), DIR/figures/*.png, DIR/executed/*.ipynb and DIR.tar.gz. A failed notebook runs once more; both
+outcomes are kept, with the failing cell, its first line, the exception and the last frames.
+`--jobs N` runs notebooks side by side where helpers.tools.report_plan allows (timing always alone on the GPU).
 DIR must be new, empty, or an earlier output of this command holding only the files it wrote, unchanged
 (its marker .workbook-output lists them); anything else, and a DIR.tar.gz it did not write, is refused
-before any notebook runs (helpers.cli's output contract).
+before any notebook runs (helpers.cli's output contract). `--store` and store-records check every record
+first (helpers.tools.report_store: type, unit, card, owner) and never replace a summary.md or runs.json
+the report did not write.
 Bad input is one line on stderr and exit status 2 (add --debug for the traceback).
 
 Serves: tooling — `make gpu-report` (the reference run) and `make test` (name check).
@@ -25,8 +31,8 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from helpers import bench, cli, figure_check
 from helpers.errors import InputError
@@ -113,7 +119,7 @@ def run(out: Path, pattern: str | None, timeout: int, jobs: int = 1) -> tuple[li
     return records, runs
 
 
-def write_outputs(out: Path, runs: list[NotebookRun], minutes: float, more: list[bench.Record] = ()) -> list[bench.Record]:
+def write_outputs(out: Path, runs: list[NotebookRun], minutes: float, more: Sequence[bench.Record] = ()) -> list[bench.Record]:
     """Write results.json (the records so far, with `more`), runs.json and summary.md into `out`; return the records.
     Called after every notebook, so a run cut off by a time limit keeps what finished."""
     records_file = out / "records.jsonl"
@@ -169,7 +175,7 @@ def store(out: Path, dest: Path, partial: bool = False, replace_owner: bool = Fa
     ours = {p.stem for p in course_notebooks()} | {"make gpu-report"}
     report_store.check_summary_folder(dest)
     report_store.check_records(records, dest, f"the run in {out}", replace_owner=replace_owner,
-                               owners_replaced={r.notebook for r in records} if partial else ours)
+                               owners_replaced={report_store.owner(r) for r in records} if partial else ours)
     dest.mkdir(parents=True, exist_ok=True)
     kept: list[bench.Record] = []
     if (dest / "results.json").exists():

@@ -83,12 +83,12 @@ def execute(path: Path, client: Any, out_dir: Path, tag: str = "", env: dict[str
 
 
 def execute_with_retry(path: Path, client: Any, out_dir: Path, timeout: int, env: dict[str, str] | None = None,
-                       retries: int = RETRIES) -> NotebookRun:
+                       retries: int = RETRIES, stop: threading.Event | None = None) -> NotebookRun:
     """Execute a notebook; after a failure run it again in a fresh kernel (up to `retries` times), keeping every
     outcome: the run's row is the last try, its `attempts` the earlier ones (failed first, passed after: flaky)."""
     run = execute(path, client, out_dir, env=env)
     earlier: list[dict] = []
-    while not run.ok and len(earlier) < retries:
+    while not run.ok and len(earlier) < retries and not (stop is not None and stop.is_set()):
         earlier.append(run.to_json())
         print(f"{run.path}: failed ({report_failure.one_line(run.failure, run.error)}); running it once more",
               flush=True)
@@ -113,7 +113,7 @@ def _sequence(paths: tuple[Path, ...], out_dir: Path, timeout: int, done: Callab
             except Exception as exc:  # noqa: BLE001 - warming up is an optimization; the kernel starts later
                 print(f"could not pre-start the kernel of {paths[i + 1].name}: {exc}", flush=True)
                 upcoming = None
-        done(execute_with_retry(path, client, out_dir, timeout))
+        done(execute_with_retry(path, client, out_dir, timeout, stop=stop))
     if upcoming is not None:
         _stop_kernel(upcoming)
 
@@ -123,7 +123,7 @@ def _pool(paths: tuple[Path, ...], lanes: int, out_dir: Path, timeout: int, env:
     """Start `paths` on `lanes` threads (each notebook in a fresh kernel with `env`); the caller waits for the pool."""
     def one(path: Path) -> None:
         if not stop.is_set():
-            done(execute_with_retry(path, notebook_client(path, timeout), out_dir, timeout, env=env))
+            done(execute_with_retry(path, notebook_client(path, timeout), out_dir, timeout, env=env, stop=stop))
 
     pool = ThreadPoolExecutor(max(1, lanes), thread_name_prefix="notebook")
     for p in paths:
@@ -156,7 +156,7 @@ def execute_all(paths: list[Path], out_dir: Path, timeout: int, *, jobs: int = 1
                 runs.append(run)
                 bar.update()
                 print(f"{run.path}: {run.status()} in {run.seconds:.0f} s", flush=True)
-                if on_done is not None:
+                if on_done is not None and not stop.is_set():  # after Ctrl-C the report writes nothing more
                     on_done(list(runs))
         return done
 

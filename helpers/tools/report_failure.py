@@ -68,9 +68,9 @@ def first_line(source: str) -> str:
 
 def describe(nb: Any, exc: BaseException) -> dict:
     """What failed in the executed notebook `nb`, raised as `exc`: cell, line, type, message, frames (JSON-ready)."""
-    found = error_cell(nb)
+    found, index = error_cell(nb), None
     if found is not None:
-        index, out = found
+        index, out = found[0], found[1]
         kind, message, frames = out.get("ename", ""), out.get("evalue", ""), last_frames(out.get("traceback", []))
     else:  # no error output: the kernel died or a cell ran past the timeout
         index = running_cell(nb)

@@ -41,7 +41,7 @@ class NotebookRun:
     def status(self) -> str:
         """The summary's status cell: ok, flaky (and how it failed first), or FAILED and where."""
         first = next((a for a in self.attempts if not a.get("ok")), None)
-        if self.flaky:
+        if self.flaky and first is not None:
             return f"flaky: failed at first ({one_line(first.get('failure'), first.get('error', ''))}), passed when re-run"
         if self.ok:
             return "ok"

@@ -89,3 +89,39 @@ def test_jobs_must_be_a_whole_number(tmp_path):
     with pytest.raises(report.InputError, match="jobs must be a whole number"):
         report.run(tmp_path / "r", None, 5, jobs=0)
     assert report.main(["--jobs", "0", "--out", str(tmp_path / "r")]) == 2
+
+
+def test_ctrl_c_stops_the_notebooks_running_beside(tmp_path, monkeypatch):
+    """Ctrl-C while a hidden notebook runs beside the timing lane: no kernel is left running, no thread hangs."""
+    import threading
+    import time
+
+    cells = {"t1": "import time; time.sleep(2)", "h1": "import time; time.sleep(120)"}
+    paths = []
+    for name, src in cells.items():
+        paths.append(tmp_path / f"{name}.ipynb")
+        nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(src)]), paths[-1])
+    monkeypatch.setattr(report_plan, "PLAN", {"t1": (report_plan.TIMING, "x"), "h1": (report_plan.HIDDEN, "x")})
+    monkeypatch.setattr(report_exec, "ROOT", tmp_path)
+    pids = []
+
+    def interrupt(runs):
+        pids.extend(c.km.provisioner.pid for c in report_exec._active)
+        raise KeyboardInterrupt
+
+    t0 = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        report_exec.execute_all(paths, tmp_path / "out", 60, jobs=2, on_done=interrupt)
+    for t in [t for t in threading.enumerate() if t.name.startswith("notebook")]:
+        t.join(timeout=30)
+        assert not t.is_alive(), "a notebook thread outlived Ctrl-C"
+    assert time.perf_counter() - t0 < 60 and pids  # the 120 s notebook was stopped
+    assert [pid for pid in pids if _running(pid)] == []
+
+
+def _running(pid: int) -> bool:
+    """A process that exists and is not a zombie (Linux)."""
+    try:
+        return "State:\tZ" not in Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
