@@ -18,7 +18,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
@@ -118,17 +118,31 @@ def _sequence(paths: tuple[Path, ...], out_dir: Path, timeout: int, done: Callab
         _stop_kernel(upcoming)
 
 
-def _pool(paths: tuple[Path, ...], lanes: int, out_dir: Path, timeout: int, env: dict[str, str] | None,
-          done: Callable[[NotebookRun], None], stop: threading.Event) -> ThreadPoolExecutor:
-    """Start `paths` on `lanes` threads (each notebook in a fresh kernel with `env`); the caller waits for the pool."""
+def _start(paths: tuple[Path, ...], lanes: int, out_dir: Path, timeout: int, env: dict[str, str] | None,
+           done: Callable[[NotebookRun], None], stop: threading.Event, sequence: bool = False) -> list[Future]:
+    """Start `paths` on `lanes` threads, each notebook in a fresh kernel with `env` (with `sequence`: one thread
+    running them one after another, each next kernel warmed meanwhile). The main thread stays free for signals."""
     def one(path: Path) -> None:
         if not stop.is_set():
             done(execute_with_retry(path, notebook_client(path, timeout), out_dir, timeout, env=env, stop=stop))
 
     pool = ThreadPoolExecutor(max(1, lanes), thread_name_prefix="notebook")
-    for p in paths:
-        pool.submit(one, p)
-    return pool
+    try:
+        if sequence:
+            return [pool.submit(_sequence, paths, out_dir, timeout, done, stop)] if paths else []
+        return [pool.submit(one, p) for p in paths]
+    finally:
+        pool.shutdown(wait=False)  # its threads end when their notebooks do
+
+
+def _wait(futures: list[Future]) -> None:
+    """Wait for `futures` in short steps (so Ctrl-C and SIGTERM reach this thread); raise the first error."""
+    pending = set(futures)
+    while pending:
+        finished, pending = wait(pending, timeout=0.5, return_when=FIRST_EXCEPTION)
+        for f in finished:
+            if f.exception() is not None:
+                raise f.exception()  # type: ignore[misc]
 
 
 def _stop_kernel(client: Any) -> None:
@@ -137,6 +151,26 @@ def _stop_kernel(client: Any) -> None:
     if pid:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def _signals_stop() -> Any:
+    """While the block runs (main thread only), SIGTERM and SIGHUP stop the run as Ctrl-C does: a time limit's
+    kill or a closed terminal leaves no kernel running and the results of the finished notebooks kept. (The
+    notebooks run on other threads, where nbclient sets no signal handlers of its own.)"""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    old = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
 
 
 def execute_all(paths: list[Path], out_dir: Path, timeout: int, *, jobs: int = 1,
@@ -161,15 +195,14 @@ def execute_all(paths: list[Path], out_dir: Path, timeout: int, *, jobs: int = 1
         return done
 
     try:
-        for n, phase in enumerate(report_plan.phases(paths, jobs), 1):
-            label = f"{n}: {phase.title}" if jobs > 1 else ""
-            side = _pool(phase.side, phase.side_lanes, out_dir, timeout,
-                         {**os.environ, **report_plan.side_env(jobs)}, finished(label + " (beside)"), stop)
-            if phase.lanes > 1:
-                _pool(phase.main, phase.lanes, out_dir, timeout, None, finished(label), stop).shutdown(wait=True)
-            else:
-                _sequence(phase.main, out_dir, timeout, finished(label), stop)
-            side.shutdown(wait=True)
+        with _signals_stop():
+            for n, phase in enumerate(report_plan.phases(paths, jobs), 1):
+                label = f"{n}: {phase.title}" if jobs > 1 else ""
+                side = _start(phase.side, phase.side_lanes, out_dir, timeout,
+                              {**os.environ, **report_plan.side_env(jobs)}, finished(label + " (beside)"), stop)
+                _wait(_start(phase.main, phase.lanes, out_dir, timeout, None, finished(label), stop,
+                             sequence=phase.lanes == 1))
+                _wait(side)
     except BaseException:
         stop.set()  # Ctrl-C: no notebook starts; the running kernels are killed, their threads end
         for client in list(_active):
