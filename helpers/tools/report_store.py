@@ -5,7 +5,8 @@ could replace a notebook's stored measurement or the suite-time headline, and CP
 as the H200's reference, all without a word. Every record is checked before anything is written:
 
 - type: a non-empty name, a finite number (not a bool, not null), a unit, a device and a date as text;
-- unit: a name already stored keeps its unit; a headline's unit follows its name (`_over_` ratio, `_pts`, minutes);
+- unit: a name already stored keeps its unit (unless its own run replaces all its records); a headline's unit
+  follows its name (`_over_` ratio, `_pts`, `_minutes`);
 - card: reference/cpu holds CPU records only; reference/<card> (h200, h100, ...) only that card's records;
 - owner: a name stored by one run (a notebook, `make test`, the grading load test) is not replaced by
   another's without `replace_owner` (the `--replace-owner` flag), and the refusal says whose it is.
@@ -96,12 +97,13 @@ def check_records(records: list[bench.Record], dest: Path, source: str, *, repla
     if problems:
         raise InputError(f"{source} holds records that cannot be stored ({'; '.join(problems[:3])}); nothing "
                          "was written. Re-measure them or drop them from the file.")
-    problems = [p for r in records if (p := unit_problem(r, stored) or card_problem(r, dest.name, stored.values()))]
+    mine = set(owners_replaced)
+    kept = {n: r for n, r in stored.items() if owner(r) not in mine}  # a run that replaces its records may change units
+    problems = [p for r in records if (p := unit_problem(r, kept) or card_problem(r, dest.name, stored.values()))]
     if problems:
         raise InputError(f"{source} does not belong in {dest} ({'; '.join(problems[:3])}); nothing was written. "
                          "Store CPU results in reference/cpu and a card's in reference/<card> (h200, h100), in "
                          "the units already stored.")
-    mine = set(owners_replaced)
     taken = sorted({(r.name, owner(stored[r.name]), owner(r)) for r in records if r.name in stored
                     and owner(stored[r.name]) != owner(r) and owner(stored[r.name]) not in mine})
     if taken and not replace_owner:

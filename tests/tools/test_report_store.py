@@ -127,3 +127,12 @@ def test_the_stored_summary_header_is_read_from_what_is_stored(tmp_path):
     head = (dest / "summary.md").read_text().splitlines()[:3]
     assert head == ["# Reference run: NVIDIA H200, 2026-11-30 to 2026-12-04", "",
                     "Whole run: 7.5 min, 2/2 notebooks ran clean (1 of them only when re-run: flaky)."]
+
+
+def test_a_full_run_may_change_its_own_units_but_a_file_may_not(ref, tmp_path):
+    from helpers.tools import report_store
+
+    moved = [_rec("ch01.speed", 2.0, "x", H200, NOTEBOOK)]  # the notebook now records it in another unit
+    report_store.check_records(moved, ref / "h200", "a full run", owners_replaced={NOTEBOOK})
+    with pytest.raises(report.InputError, match="stored in 'ratio'"):
+        report_store.check_records(moved, ref / "h200", "a file")
