@@ -86,10 +86,9 @@ def phases(paths: list[Path], jobs: int) -> list[Phase]:
     if jobs <= 1:
         return [Phase("one at a time, in course order", tuple(paths))]
     by = {k: tuple(p for p in paths if kind(p) == k) for k in KINDS}
-    plan = [Phase("timing notebooks one at a time; beside them, with the GPU hidden: the accuracy-only ones",
-                  by[TIMING], by[HIDDEN], 1, jobs - 1),
+    plan = [Phase("timing notebooks, one at a time", by[TIMING], by[HIDDEN], 1, jobs - 1),
             Phase(f"GPU accuracy notebooks, {jobs} at a time; nothing timed meanwhile", by[GPU], lanes=jobs),
-            Phase("notebooks that also time the CPU, one at a time, nothing beside", by[ALONE])]
+            Phase("notebooks that also time the CPU, one at a time, nothing beside them", by[ALONE])]
     return [p for p in plan if p.main or p.side]
 
 

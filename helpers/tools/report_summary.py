@@ -78,7 +78,8 @@ def schedule_section(runs: Sequence[NotebookRun]) -> list[str]:
     for ph in phases:
         main = [Path(r.path).stem for r in runs if r.phase == ph]
         side = [Path(r.path).stem for r in runs if r.phase == ph + " (beside)"]
-        lines.append(f"- phase {ph}: {', '.join(main) or 'none'}" + (f"; beside them: {', '.join(side)}" if side else ""))
+        lines.append(f"- phase {ph}: {', '.join(main) or 'none'}"
+                     + (f"; beside them, with the GPU hidden and few threads: {', '.join(side)}" if side else ""))
     return lines
 
 

@@ -80,8 +80,8 @@ def test_jobs_run_the_phases_and_the_summary_says_what_ran_beside_what(tmp_path,
     assert [r["path"] for r in json.loads((out / "runs.json").read_text())] == [f"{n}.ipynb" for n in cells]
     summary = (out / "summary.md").read_text()
     assert "## Schedule (which notebooks ran at the same time)" in summary
-    assert "- phase 1: timing notebooks one at a time; beside them, with the GPU hidden: the accuracy-only ones: t1; " \
-           "beside them: h1" in summary
+    assert "- phase 1: timing notebooks, one at a time: t1; beside them, with the GPU hidden and few threads: h1" \
+        in summary
     assert "- phase 2: GPU accuracy notebooks, 3 at a time; nothing timed meanwhile: g1, g2" in summary
 
 
