@@ -7,6 +7,7 @@
     python -m helpers.tools.report store-records OUT.json [--into h200|h100] [--replace-owner]  (another
                                                             command's records into reference/cpu or a card's:
                                                             the fresh-clone timer, the grading load test)
+    python -m helpers.tools.report summarize reference/h200   (its summary.md again, from what it stores)
     python -m helpers.tools.report check-tmp DIR [--allow GLOB]  (nothing left in a private TMPDIR)
 
 Writes DIR/results.json, DIR/runs.json, DIR/summary.md (after every notebook, so a run cut off keeps what
@@ -190,7 +191,6 @@ def store(out: Path, dest: Path, partial: bool = False, replace_owner: bool = Fa
         new = {r.path: r for r in runs}
         old_runs = [NotebookRun(**r) for r in json.loads((dest / "runs.json").read_text())]
         runs = [new.pop(r.path, r) for r in old_runs] + list(new.values())
-    total = next((r.value for r in records if r.name == "suite.gpu_report_minutes"), None)
     note = ("" if not kept else "\n(Some notebooks were re-run after the full run; their rows show the re-run.)\n"
             if partial else "\n(Records of other commands, such as the Nsight Compute profile, are kept from their "
             "own runs.)\n")
@@ -202,9 +202,28 @@ def store(out: Path, dest: Path, partial: bool = False, replace_owner: bool = Fa
         for f in figs:
             shutil.copy(f, dest / "figures" / f.name)
     figures = [] if partial else figure_check.read_problems(out / FIGURE_PROBLEMS)
+    write_stored_summary(dest, records, runs, note, figures)
+
+
+def write_stored_summary(dest: Path, records: list[bench.Record], runs: list[NotebookRun], note: str = "",
+                         figures: Sequence[dict] = ()) -> None:
+    """A reference folder's summary.md, its header read from what is stored, its figures without records listed."""
+    total = next((r.value for r in records if r.name == "suite.gpu_report_minutes"), None)
     orphans = report_figures.orphan_figures(dest)  # stored figures with no records behind them
     note += "".join(["\n## Stored figures without records\n\n"] * bool(orphans) + [f"- {p}\n" for p in orphans])
     (dest / "summary.md").write_text(summary_markdown(records, runs, total, figures) + note, encoding="utf-8")
+
+
+def summarize(dest: Path) -> Path:
+    """Write a reference folder's summary.md again from its results.json and runs.json (no notebook runs)."""
+    if not (dest / "results.json").is_file() or not (dest / "runs.json").is_file():
+        raise InputError(f"{dest} is not a stored reference (it needs results.json and runs.json). Pass a folder "
+                         "such as reference/h200.")
+    report_store.check_summary_folder(dest)
+    runs = [NotebookRun(**r) for r in json.loads((dest / "runs.json").read_text(encoding="utf-8"))]
+    write_stored_summary(dest, bench.load_records(dest / "results.json"), runs,
+                         "\n(Summary written again from the stored records and runs, without running notebooks.)\n")
+    return dest / "summary.md"
 
 
 def store_cpu(records_file: Path, suite_file: Path) -> Path:
@@ -311,7 +330,15 @@ def _cmd_run(argv: list[str]) -> int:
     return 0 if all(r.ok for r in runs) and not figures else 1
 
 
-VERBS = {"run": _cmd_run, "check-names": _cmd_check_names, "store-cpu": _cmd_store_cpu,
+def _cmd_summarize(argv: list[str]) -> int:
+    """summarize DIR."""
+    ap = cli.Parser(prog=f"{PROG} summarize", description="write a stored reference's summary.md from its contents")
+    ap.add_argument("folder", type=Path, help="a reference folder, e.g. reference/h200")
+    print(f"wrote {summarize(ap.parse_args(argv).folder)}")
+    return 0
+
+
+VERBS = {"run": _cmd_run, "summarize": _cmd_summarize, "check-names": _cmd_check_names, "store-cpu": _cmd_store_cpu,
          "store-records": _cmd_store_records, "check-tmp": check_tmp}
 
 

@@ -96,6 +96,9 @@ def header(records: Sequence[bench.Record], runs: Sequence[NotebookRun], minutes
     when = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}"
     flaky = sum(r.flaky for r in runs)
     took = "not timed (no suite.gpu_report_minutes record)" if minutes is None else f"{minutes:.1f} min"
+    timed = next((r for r in records if r.name == "suite.gpu_report_minutes"), None)
+    if timed is not None and minutes == timed.value and len(dates) > 1:
+        took += f" (the full run of {timed.date})"
     return (f"{SUMMARY_HEADER}{', '.join(devices)}, {when}\n\nWhole run: {took}, {sum(r.ok for r in runs)}/{len(runs)} "
             f"notebooks ran clean" + (f" ({flaky} of them only when re-run: flaky)" if flaky else "") + ".")
 

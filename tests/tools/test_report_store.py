@@ -126,7 +126,8 @@ def test_the_stored_summary_header_is_read_from_what_is_stored(tmp_path):
     report.store(out, dest, partial=True)
     head = (dest / "summary.md").read_text().splitlines()[:3]
     assert head == ["# Reference run: NVIDIA H200, 2026-11-30 to 2026-12-04", "",
-                    "Whole run: 7.5 min, 2/2 notebooks ran clean (1 of them only when re-run: flaky)."]
+                    "Whole run: 7.5 min (the full run of 2026-11-30), 2/2 notebooks ran clean (1 of them only when re-run: "
+                    "flaky)."]
 
 
 def test_a_full_run_may_change_its_own_units_but_a_file_may_not(ref, tmp_path):
@@ -136,3 +137,24 @@ def test_a_full_run_may_change_its_own_units_but_a_file_may_not(ref, tmp_path):
     report_store.check_records(moved, ref / "h200", "a full run", owners_replaced={NOTEBOOK})
     with pytest.raises(report.InputError, match="stored in 'ratio'"):
         report_store.check_records(moved, ref / "h200", "a file")
+
+
+def test_summarize_rewrites_a_stored_summary_from_its_contents(tmp_path):
+    """The stored H200 summary's header described a run that no longer matched its contents."""
+    import shutil
+
+    from helpers.reference import REFERENCE_DIR
+
+    dest = tmp_path / "h200"
+    shutil.copytree(REFERENCE_DIR / "h200", dest)
+    rc, err = _main(["summarize", str(dest)])
+    assert rc == 0, err
+    records = bench.load_records(dest / "results.json")
+    first, last = min(r.date for r in records), max(r.date for r in records)
+    runs = json.loads((dest / "runs.json").read_text())
+    head = (dest / "summary.md").read_text().splitlines()
+    assert head[0] == f"# Reference run: NVIDIA H200, {first}" + (f" to {last}" if last != first else "")
+    assert head[2].endswith(f"{sum(r['ok'] for r in runs)}/{len(runs)} notebooks ran clean.")
+    (dest / "summary.md").write_text("my notes")
+    rc, err = _main(["summarize", str(dest)])
+    assert rc == 2 and "was not written by the reference run" in err and (dest / "summary.md").read_text() == "my notes"
