@@ -28,7 +28,7 @@ from helpers import bench
 from helpers.errors import InputError
 from helpers.reference import TARGETS_BY_NAME
 from helpers.tools.report_summary import SUMMARY_HEADER
-CARD = re.compile(r"^[a-z]+\d+[a-z0-9]*$")  # a card's reference folder: h200, h100, a100, l40s, rtx4090 ...
+CARD = re.compile(r"^(?:h|a|l|t|b|gb|rtx)\d{1,4}[a-z]*$")  # a card's reference folder: h200, h100, a100, l40s, t4 ...
 HEADLINE_UNITS = (("_over_", "ratio"), ("_pts", "pts"), ("_minutes", "min"))
 
 
