@@ -36,6 +36,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from helpers import bench, cli, figure_check
+from helpers import records as records_mod
+from helpers.records import latest_by_name
 from helpers.errors import InputError
 from helpers.reference import REFERENCE_DIR, ROOT
 from helpers.tools import report_figures, report_store
@@ -92,14 +94,6 @@ def check_destinations(out: Path, store: Path | None = None) -> None:
         if (problem := report_store.card_problem(here, store.name, stored)) is not None:
             raise InputError(f"--store {store}: {problem}; nothing was run. Pass the folder of this machine's "
                              "card (reference/h100, reference/h200), or run on that card.")
-
-
-def latest_by_name(records: list[bench.Record]) -> list[bench.Record]:
-    """One record per name (the last one recorded), in first-seen order."""
-    last: dict[str, bench.Record] = {}
-    for r in records:
-        last[r.name] = r
-    return list(last.values())
 
 
 def run(out: Path, pattern: str | None, timeout: int, jobs: int = 1) -> tuple[list[bench.Record], list[NotebookRun]]:
@@ -173,20 +167,15 @@ def store(out: Path, dest: Path, partial: bool = False, replace_owner: bool = Fa
     """
     records = bench.load_records(out / "results.json")
     runs = [NotebookRun(**r) for r in json.loads((out / "runs.json").read_text())]
-    ours = {p.stem for p in course_notebooks()} | {"make gpu-report"}
+    # a partial run replaces the notebooks it re-ran; a full run every notebook's (other commands' records stay)
+    replaced = {r.notebook for r in records} if partial else {p.stem for p in course_notebooks()} | {"make gpu-report"}
     report_store.check_summary_folder(dest)
     report_store.check_records(records, dest, f"the run in {out}", replace_owner=replace_owner,
-                               owners_replaced={report_store.owner(r) for r in records} if partial else ours)
+                               owners_replaced={report_store.owner(r) for r in records} if partial else replaced)
     dest.mkdir(parents=True, exist_ok=True)
-    kept: list[bench.Record] = []
-    if (dest / "results.json").exists():
-        old = bench.load_records(dest / "results.json")
-        if partial:
-            rerun = {r.notebook for r in records}
-            kept = [r for r in old if r.notebook not in rerun]
-        else:  # a full run replaces every notebook's records; other commands' (the ncu profile) stay
-            kept = [r for r in old if r.notebook not in ours]
-    records = latest_by_name(kept + records)
+    old = bench.load_records(dest / "results.json") if (dest / "results.json").exists() else []
+    kept = any(r.notebook not in replaced for r in old)
+    records = records_mod.merge(old, records, replaced)
     if partial and (dest / "runs.json").exists():
         new = {r.path: r for r in runs}
         old_runs = [NotebookRun(**r) for r in json.loads((dest / "runs.json").read_text())]
