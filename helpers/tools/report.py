@@ -1,17 +1,24 @@
 """The reference run: execute every notebook, collect what they recorded, summarise against the targets.
 
-    python -m helpers.tools.report [run] --out DIR [--only PATTERN] [--timeout S] [--store reference/h200]
+    python -m helpers.tools.report [run] --out DIR [--only PATTERN] [--timeout S] [--jobs N]
+                                   [--store reference/h100] [--replace-owner]
     python -m helpers.tools.report check-names RECORDS.jsonl     (used by `make test`)
     python -m helpers.tools.report store-cpu RECORDS.jsonl SUITE.json   (`make cpu-reference`)
-    python -m helpers.tools.report store-records OUT.json [--into h200]  (another command's records into
-                                                            reference/cpu, or reference/h200: the fresh-clone
-                                                            timer, the grading load test)
+    python -m helpers.tools.report store-records OUT.json [--into h200|h100] [--replace-owner]  (another
+                                                            command's records into reference/cpu or a card's:
+                                                            the fresh-clone timer, the grading load test)
+    python -m helpers.tools.report summarize reference/h200   (its summary.md again, from what it stores)
     python -m helpers.tools.report check-tmp DIR [--allow GLOB]  (nothing left in a private TMPDIR)
 
-Writes DIR/results.json, DIR/summary.md, DIR/figures/*.png, DIR/executed/*.ipynb and DIR.tar.gz.
+Writes DIR/results.json, DIR/runs.json, DIR/summary.md (after every notebook, so a run cut off keeps what
+finished), DIR/figures/*.png, DIR/executed/*.ipynb and DIR.tar.gz. A failed notebook runs once more; both
+outcomes are kept, with the failing cell, its first line, the exception and the last frames.
+`--jobs N` runs notebooks side by side where helpers.tools.report_plan allows (timing always alone on the GPU).
 DIR must be new, empty, or an earlier output of this command holding only the files it wrote, unchanged
 (its marker .workbook-output lists them); anything else, and a DIR.tar.gz it did not write, is refused
-before any notebook runs (helpers.cli's output contract).
+before any notebook runs (helpers.cli's output contract). `--store` and store-records check every record
+first (helpers.tools.report_store: type, unit, card, owner) and never replace a summary.md or runs.json
+the report did not write.
 Bad input is one line on stderr and exit status 2 (add --debug for the traceback).
 
 Serves: tooling — `make gpu-report` (the reference run) and `make test` (name check).
@@ -25,14 +32,16 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from helpers import bench, cli, figure_check
 from helpers import records as records_mod
 from helpers.records import latest_by_name
 from helpers.errors import InputError
 from helpers.reference import REFERENCE_DIR, ROOT
+from helpers.tools import report_figures, report_store
+from helpers.tools.report_exec import execute, execute_all, notebook_client, prestart  # noqa: F401 - re-exported
 from helpers.tools.tmp_check import KNOWN_TMP_FILES, check_tmp, tmp_leftovers  # noqa: F401 - re-exported
 from helpers.tools.report_summary import NotebookRun, summary_markdown
 from helpers.tools.report_names import (  # noqa: F401 - re-exported: report.check_names etc.
@@ -76,161 +85,138 @@ def check_destinations(out: Path, store: Path | None = None) -> None:
         if any(store.iterdir()) and not (store / "results.json").is_file():
             raise InputError(f"--store {store} is not a reference folder (it has no results.json); nothing "
                              "was changed. Pass reference/h200, or a new folder.")
+        report_store.check_summary_folder(store)
+    if store is not None:  # this machine's results must belong there: no CPU run as a card's reference
+        from helpers.device import device_label
+
+        stored = bench.load_records(store / "results.json") if (store / "results.json").is_file() else []
+        here = bench.Record("this machine's results", 0.0, "x", device_label(), "today")
+        if (problem := report_store.card_problem(here, store.name, stored)) is not None:
+            raise InputError(f"--store {store}: {problem}; nothing was run. Pass the folder of this machine's "
+                             "card (reference/h100, reference/h200), or run on that card.")
 
 
-def _kernel_name() -> str:
-    """The course kernel when registered, else the current interpreter's python3 kernel."""
-    from jupyter_client.kernelspec import KernelSpecManager
-
-    from helpers.tools.notebooks import KERNELSPEC
-
-    names = KernelSpecManager().find_kernel_specs()
-    return KERNELSPEC["name"] if KERNELSPEC["name"] in names else "python3"
-
-
-# Imported by each notebook's kernel while the notebook before it runs (about 4 s a kernel on the H200).
-WARM_IMPORTS = "import numpy, torch, helpers"
-
-
-def notebook_client(path: Path, timeout: int) -> Any:
-    """An nbclient NotebookClient for one notebook, its working directory the notebook's folder."""
-    import nbformat
-    from nbclient import NotebookClient
-
-    return NotebookClient(nbformat.read(path, as_version=4), timeout=timeout, kernel_name=_kernel_name(),
-                          resources={"metadata": {"path": str(path.parent)}})
-
-
-def prestart(client: Any) -> None:
-    """Start the client's fresh kernel now and let it import the heavy packages in the background."""
-    from jupyter_core.utils import run_sync
-
-    client.km = client.create_kernel_manager()
-    run_sync(client.async_start_new_kernel)()
-    run_sync(client.async_start_new_kernel_client)()
-    client.kc.execute(WARM_IMPORTS, silent=True, store_history=False)
-
-
-def execute(path: Path, client: Any, out_dir: Path) -> NotebookRun:
-    """Execute one notebook in its own fresh kernel; save the executed copy; never raise."""
-    import nbformat
-
-    t0 = time.perf_counter()
-    try:
-        client.execute()
-        ok, error = True, ""
-    except Exception as exc:  # noqa: BLE001 - a failing notebook is reported, not fatal
-        ok, error = False, f"{type(exc).__name__}: {str(exc)[-1500:]}"
-    seconds = time.perf_counter() - t0
-    (out_dir / "executed").mkdir(parents=True, exist_ok=True)
-    nbformat.write(client.nb, out_dir / "executed" / f"{path.parent.name}__{path.name}")
-    return NotebookRun(str(path.relative_to(ROOT)), seconds, ok, error)
-
-
-def execute_all(paths: list[Path], out_dir: Path, timeout: int) -> list[NotebookRun]:
-    """Execute notebooks in order, each in a fresh kernel started (and warmed) while the one before runs."""
-    from tqdm.auto import tqdm
-
-    runs: list[NotebookRun] = []
-    upcoming = None
-    for i, path in enumerate(tqdm(paths, desc="notebooks")):
-        client = upcoming or notebook_client(path, timeout)
-        upcoming = None
-        if i + 1 < len(paths):
-            try:
-                upcoming = notebook_client(paths[i + 1], timeout)
-                prestart(upcoming)
-            except Exception as exc:  # noqa: BLE001 - warming up is an optimization; the kernel starts later
-                print(f"could not pre-start the kernel of {paths[i + 1].name}: {exc}", flush=True)
-                upcoming = None
-        runs.append(execute(path, client, out_dir))
-        print(f"{runs[-1].path}: {'ok' if runs[-1].ok else 'FAILED'} in {runs[-1].seconds:.0f} s", flush=True)
-    return runs
-
-
-def run(out: Path, pattern: str | None, timeout: int) -> tuple[list[bench.Record], list[NotebookRun]]:
-    """Execute the notebooks and write results.json, summary.md, figures and the tar.
+def run(out: Path, pattern: str | None, timeout: int, jobs: int = 1) -> tuple[list[bench.Record], list[NotebookRun]]:
+    """Execute the notebooks (`jobs` at a time where helpers.tools.report_plan allows) and write results.json,
+    runs.json, summary.md, figures and the tar.
 
     Checks first: at least one notebook matches, `timeout` is positive, and `out` is new, empty or an
     earlier output of this command holding only what it wrote (only then are that run's files cleared).
     """
-    if not isinstance(timeout, int) or isinstance(timeout, bool) or timeout < 1:
-        raise InputError(f"timeout must be a whole number of seconds >= 1, got {timeout!r}.")
+    for what, n in (("timeout", timeout), ("jobs", jobs)):
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise InputError(f"{what} must be a whole number >= 1, got {n!r}.")
     paths = notebooks_to_run(pattern)
     check_destinations(out)
     with cli.output_dir(out, PROG, beside=[tar_path(out)], instead=INSTEAD):
-        records, runs = _run_into(out, paths, pattern, timeout)
+        records, runs = _run_into(out, paths, pattern, timeout, jobs)
         cli.tar_beside(out, PROG)
     return records, runs
 
 
-def _run_into(out: Path, paths: list[Path], pattern: str | None,
-              timeout: int) -> tuple[list[bench.Record], list[NotebookRun]]:
-    """Execute `paths` with their records and figures going into the claimed folder `out`; write the summaries."""
+def write_outputs(out: Path, runs: list[NotebookRun], minutes: float, more: Sequence[bench.Record] = ()) -> list[bench.Record]:
+    """Write results.json (the records so far, with `more`), runs.json and summary.md into `out`; return the records.
+    Called after every notebook, so a run cut off by a time limit keeps what finished."""
     records_file = out / "records.jsonl"
-    env = {bench.RESULTS_VAR: str(records_file), "WORKBOOK_FIGURES": str(out / "figures"),
+    records = bench.load_records(records_file) if records_file.exists() else []
+    records = latest_by_name(records + list(more))
+    bench.save_records(records, out / "results.json")
+    figures = figure_check.read_problems(out / FIGURE_PROBLEMS)
+    (out / "runs.json").write_text(json.dumps([r.to_json() for r in runs], indent=1), encoding="utf-8")
+    (out / "summary.md").write_text(summary_markdown(records, runs, minutes, figures), encoding="utf-8")
+    return records
+
+
+def _run_into(out: Path, paths: list[Path], pattern: str | None, timeout: int,
+              jobs: int = 1) -> tuple[list[bench.Record], list[NotebookRun]]:
+    """Execute `paths` with their records and figures going into the claimed folder `out`; write the summaries
+    after each notebook and at the end."""
+    env = {bench.RESULTS_VAR: str(out / "records.jsonl"), "WORKBOOK_FIGURES": str(out / "figures"),
            figure_check.LINT_VAR: str(out / FIGURE_PROBLEMS),
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
     t0 = time.time()
     old_env = dict(os.environ)
     os.environ.update(env)  # every kernel inherits the environment of this process
+
+    def progress(runs: list[NotebookRun]) -> None:
+        write_outputs(out, runs, (time.time() - t0) / 60)
+
     try:
-        runs = execute_all(paths, out, timeout)
+        runs = execute_all(paths, out, timeout, jobs=jobs, on_done=progress)
     finally:
         os.environ.clear()
         os.environ.update(old_env)
     minutes = (time.time() - t0) / 60
-    records = bench.load_records(records_file) if records_file.exists() else []
     from helpers.device import has_gpu
 
+    more = []
     if has_gpu() and pattern is None:
         bench.set_notebook("make gpu-report")
-        records.append(bench.record("suite.gpu_report_minutes", minutes, "min"))
-    records = latest_by_name(records)
-    bench.save_records(records, out / "results.json")
-    figures = figure_check.read_problems(out / FIGURE_PROBLEMS)
-    (out / "summary.md").write_text(summary_markdown(records, runs, minutes, figures), encoding="utf-8")
-    (out / "runs.json").write_text(json.dumps([r.__dict__ for r in runs], indent=1), encoding="utf-8")
-    return records, runs
+        more.append(bench.record("suite.gpu_report_minutes", minutes, "min", jobs=jobs))
+    return write_outputs(out, runs, minutes, more), runs
 
 
-def store(out: Path, dest: Path, partial: bool = False) -> None:
-    """Copy results.json, summary.md and the key figures of a run into a reference folder.
+def store(out: Path, dest: Path, partial: bool = False, replace_owner: bool = False) -> None:
+    """Copy results.json, runs.json, the key figures of a run into a reference folder, and write its summary.
 
     With `partial` (a run of some notebooks only), the stored records of the notebooks that were
     not run are kept, and this run's records replace the rest. A full run replaces every notebook's
     records and keeps those of other commands (``python -m helpers.chapters.ch11_troubleshooting.profiling all``).
+    The records are checked first (helpers.tools.report_store: type, unit, card, owner), and a summary.md or
+    runs.json the report did not write is never replaced. The summary's header is read from what is stored.
     """
-    dest.mkdir(parents=True, exist_ok=True)
     records = bench.load_records(out / "results.json")
     runs = [NotebookRun(**r) for r in json.loads((out / "runs.json").read_text())]
-    old = bench.load_records(dest / "results.json") if (dest / "results.json").exists() else []
     # a partial run replaces the notebooks it re-ran; a full run every notebook's (other commands' records stay)
     replaced = {r.notebook for r in records} if partial else {p.stem for p in course_notebooks()} | {"make gpu-report"}
+    report_store.check_summary_folder(dest)
+    report_store.check_records(records, dest, f"the run in {out}", replace_owner=replace_owner,
+                               owners_replaced={report_store.owner(r) for r in records} if partial else replaced)
+    dest.mkdir(parents=True, exist_ok=True)
+    old = bench.load_records(dest / "results.json") if (dest / "results.json").exists() else []
     kept = any(r.notebook not in replaced for r in old)
     records = records_mod.merge(old, records, replaced)
     if partial and (dest / "runs.json").exists():
         new = {r.path: r for r in runs}
         old_runs = [NotebookRun(**r) for r in json.loads((dest / "runs.json").read_text())]
         runs = [new.pop(r.path, r) for r in old_runs] + list(new.values())
-    if kept:
-        total = next((r.value for r in records if r.name == "suite.gpu_report_minutes"), 0.0)
-        note = ("\n(Some notebooks were re-run after the full run; their rows show the re-run.)\n" if partial else
-                "\n(Records of other commands, such as the Nsight Compute profile, are kept from their own runs.)\n")
-        (dest / "summary.md").write_text(summary_markdown(records, runs, total) + note)
-    else:
-        shutil.copy(out / "summary.md", dest / "summary.md")
-    (dest / "runs.json").write_text(json.dumps([r.__dict__ for r in runs], indent=1), encoding="utf-8")
+    note = ("" if not kept else "\n(Some notebooks were re-run after the full run; their rows show the re-run.)\n"
+            if partial else "\n(Records of other commands, such as the Nsight Compute profile, are kept from their "
+            "own runs.)\n")
+    (dest / "runs.json").write_text(json.dumps([r.to_json() for r in runs], indent=1), encoding="utf-8")
     bench.save_records(records, dest / "results.json")
     figs = sorted((out / "figures").glob("*.png"))[:KEY_FIGURES_MAX]
     if figs:
         (dest / "figures").mkdir(exist_ok=True)
         for f in figs:
             shutil.copy(f, dest / "figures" / f.name)
+    figures = [] if partial else figure_check.read_problems(out / FIGURE_PROBLEMS)
+    write_stored_summary(dest, records, runs, note, figures)
+
+
+def write_stored_summary(dest: Path, records: list[bench.Record], runs: list[NotebookRun], note: str = "",
+                         figures: Sequence[dict] = ()) -> None:
+    """A reference folder's summary.md, its header read from what is stored, its figures without records listed."""
+    total = next((r.value for r in records if r.name == "suite.gpu_report_minutes"), None)
+    orphans = report_figures.orphan_figures(dest)  # stored figures with no records behind them
+    note += "".join(["\n## Stored figures without records\n\n"] * bool(orphans) + [f"- {p}\n" for p in orphans])
+    (dest / "summary.md").write_text(summary_markdown(records, runs, total, figures) + note, encoding="utf-8")
+
+
+def summarize(dest: Path) -> Path:
+    """Write a reference folder's summary.md again from its results.json and runs.json (no notebook runs)."""
+    if not (dest / "results.json").is_file() or not (dest / "runs.json").is_file():
+        raise InputError(f"{dest} is not a stored reference (it needs results.json and runs.json). Pass a folder "
+                         "such as reference/h200.")
+    report_store.check_summary_folder(dest)
+    runs = [NotebookRun(**r) for r in json.loads((dest / "runs.json").read_text(encoding="utf-8"))]
+    write_stored_summary(dest, bench.load_records(dest / "results.json"), runs,
+                         "\n(Summary written again from the stored records and runs, without running notebooks.)\n")
+    return dest / "summary.md"
 
 
 def store_cpu(records_file: Path, suite_file: Path) -> Path:
-    """Write reference/cpu/results.json from a `make test` run's records and its suite time."""
+    """Write reference/cpu/results.json from a `make test` run's records and its suite time (checked first)."""
     if not Path(records_file).is_file():
         raise InputError(f"{records_file} is not a file of records. Run `make test` first (it writes it).")
     records = bench.load_records(records_file)
@@ -242,14 +228,16 @@ def store_cpu(records_file: Path, suite_file: Path) -> Path:
     dest = REFERENCE_DIR / "cpu" / "results.json"
     # records of other commands (python -m helpers.tools.fresh_clone; an earlier suite time) stay until replaced
     ours = {p.stem for p in course_notebooks()}
+    report_store.check_records(records, dest.parent, str(records_file), owners_replaced=ours | {"make test"})
     new = {r.name for r in records}
     kept = [r for r in bench.load_records(dest) if r.notebook not in ours and r.name not in new] if dest.exists() else []
     bench.save_records(latest_by_name(kept + records), dest)
     return dest
 
 
-def store_records(records_file: Path, into: str = "cpu") -> Path:
-    """Add the records another command wrote (not a notebook's) to reference/<into>/results.json."""
+def store_records(records_file: Path, into: str = "cpu", replace_owner: bool = False) -> Path:
+    """Add the records another command wrote (not a notebook's) to reference/<into>/results.json, checked first
+    (helpers.tools.report_store): a name another run owns is replaced only with `replace_owner`."""
     records = bench.load_records(records_file) if Path(records_file).is_file() else []
     if not records:
         raise InputError(f"{records_file} holds no records. Pass the JSON file the command wrote, e.g. "
@@ -258,6 +246,7 @@ def store_records(records_file: Path, into: str = "cpu") -> Path:
     if any(r.notebook in ours for r in records):
         raise InputError(f"{records_file} holds notebook records: store a `make test` run with store-cpu.")
     dest = REFERENCE_DIR / into / "results.json"
+    report_store.check_records(records, dest.parent, str(records_file), replace_owner=replace_owner)
     old = bench.load_records(dest) if dest.exists() else []
     bench.save_records(latest_by_name(old + records), dest)
     return dest
@@ -295,9 +284,12 @@ def _cmd_store_records(argv: list[str]) -> int:
     """store-records OUT.json."""
     ap = cli.Parser(prog=f"{PROG} store-records", description="add another command's records to a reference")
     ap.add_argument("records", type=Path)
-    ap.add_argument("--into", choices=("cpu", "h200"), default="cpu", help="reference/cpu (default) or reference/h200")
+    ap.add_argument("--into", choices=("cpu", "h200", "h100"), default="cpu",
+                    help="reference/cpu (default), reference/h200 or reference/h100")
+    ap.add_argument("--replace-owner", action="store_true",
+                    help="replace measurements another run stored (a notebook's, the suite time) on purpose")
     a = ap.parse_args(argv)
-    print(f"wrote {store_records(a.records, a.into)}")
+    print(f"wrote {store_records(a.records, a.into, a.replace_owner)}")
     return 0
 
 
@@ -307,15 +299,19 @@ def _cmd_run(argv: list[str]) -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "artifacts" / "report")
     ap.add_argument("--only", help="glob of notebook file names to run, e.g. '03_*'")
     ap.add_argument("--timeout", type=cli.positive_int, default=600, help="seconds per cell")
+    ap.add_argument("--jobs", type=cli.positive_int, default=1,
+                    help="notebooks at a time where helpers.tools.report_plan allows (1: one at a time, in order)")
     ap.add_argument("--store", type=Path, help="copy results into this reference folder, e.g. reference/h200")
+    ap.add_argument("--replace-owner", action="store_true",
+                    help="with --store: replace measurements another run stored there, on purpose")
     args = ap.parse_args(argv)
     store_dir = None if args.store is None else args.store if args.store.is_absolute() else ROOT / args.store
     notebooks_to_run(args.only)
     check_destinations(args.out, store_dir)
-    records, runs = run(args.out, args.only, args.timeout)
+    records, runs = run(args.out, args.only, args.timeout, args.jobs)
     print((args.out / "summary.md").read_text())
     if store_dir is not None:
-        store(args.out, store_dir, partial=bool(args.only))
+        store(args.out, store_dir, partial=bool(args.only), replace_owner=args.replace_owner)
     figures = figure_check.read_problems(args.out / FIGURE_PROBLEMS)
     if figures:
         print(f"{len(figures)} figure(s) with problems (helpers.figure_check), listed in {args.out / 'summary.md'}",
@@ -323,7 +319,15 @@ def _cmd_run(argv: list[str]) -> int:
     return 0 if all(r.ok for r in runs) and not figures else 1
 
 
-VERBS = {"run": _cmd_run, "check-names": _cmd_check_names, "store-cpu": _cmd_store_cpu,
+def _cmd_summarize(argv: list[str]) -> int:
+    """summarize DIR."""
+    ap = cli.Parser(prog=f"{PROG} summarize", description="write a stored reference's summary.md from its contents")
+    ap.add_argument("folder", type=Path, help="a reference folder, e.g. reference/h200")
+    print(f"wrote {summarize(ap.parse_args(argv).folder)}")
+    return 0
+
+
+VERBS = {"run": _cmd_run, "summarize": _cmd_summarize, "check-names": _cmd_check_names, "store-cpu": _cmd_store_cpu,
          "store-records": _cmd_store_records, "check-tmp": check_tmp}
 
 

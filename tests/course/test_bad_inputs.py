@@ -393,7 +393,7 @@ def test_only_matching_nothing_never_rewrites_the_stored_summary(tmp_path, untou
 
 
 def test_report_reuses_only_its_own_output_folder(tmp_path, monkeypatch):
-    monkeypatch.setattr(report, "execute_all", lambda paths, out, timeout: [])
+    monkeypatch.setattr(report, "execute_all", lambda paths, out, timeout, **options: [])
     out = tmp_path / "report"
     report.run(out, "00_*", 5)
     assert cli.MARKER in {p.name for p in out.iterdir()} and (tmp_path / "report.tar.gz").is_file()

@@ -30,7 +30,7 @@ ROOT = cli.COURSE
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 MAIN = "import sys\nfrom {pkg} import {mod} as m\n{stub}\nsys.exit(m.main(sys.argv[1:]))"
 STUBS = {  # the long step before the output step, replaced (only that)
-    "report": "m.execute_all = lambda paths, out, timeout: []",
+    "report": "m.execute_all = lambda paths, out, timeout, **options: []",
     "site": "m.render = lambda page: '<html><body>stub</body></html>'",
     "fresh_clone": "m.time_fresh_clone = lambda **k: m.Timeline(1.0, 2.0, 3.0, {'installer': 'pip'})",
 }

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from helpers import bench
 
-from helpers.tools import report, report_names
+from helpers.tools import report, report_exec, report_names
 
 
 NOTEBOOK = report_names.course_notebooks()[0].stem  # a notebook the run executes
@@ -131,37 +131,64 @@ def test_shown_name_check_catches_a_name_nobody_stored(tmp_path, monkeypatch):
 
 
 def test_execute_all_prestarts_warm_kernels_and_reports_failures(tmp_path, monkeypatch):
+    """A planted failing cell shows its cell, line and traceback in runs.json and the summary; a cell that fails
+    only at the first try shows as flaky. Old behaviour: the row said only `FAILED: AssertionError:`."""
+    import json
+
     import nbformat
 
-    cells = {"a": "x = 1",
-             "b": "import sys\nassert 'torch' in sys.modules, 'the kernel was not warmed up'",
-             "c": "raise ValueError('boom')"}
+    cells = {"a": ["x = 1"],
+             "b": ["import sys\nassert 'torch' in sys.modules, 'the kernel was not warmed up'"],
+             "c": ["def scale(x):\n    return 1 / x", "# the planted failure\ny = scale(0)"],
+             "d": ["import os\nfirst = not os.path.exists('tried')\nopen('tried', 'w').close()\n"
+                   "assert not first, 'fails at the first try only'"]}
     paths = []
-    for name, src in cells.items():
+    for name, sources in cells.items():
         paths.append(tmp_path / f"{name}.ipynb")
-        nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(src)]), paths[-1])
-    monkeypatch.setattr(report, "ROOT", tmp_path)
-    runs = report.execute_all(paths, tmp_path / "out", timeout=120)
-    assert [(r.path, r.ok) for r in runs] == [("a.ipynb", True), ("b.ipynb", True), ("c.ipynb", False)]
-    assert "boom" in runs[2].error
-    assert sorted(p.name for p in (tmp_path / "out" / "executed").iterdir()) == [
-        f"{tmp_path.name}__{n}.ipynb" for n in "abc"]
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# a title")])
+        nb.cells += [nbformat.v4.new_code_cell(src) for src in sources]
+        nbformat.write(nb, paths[-1])
+    monkeypatch.setattr(report_exec, "ROOT", tmp_path)
+    monkeypatch.setattr("helpers.device.has_gpu", lambda: False)
+    out = tmp_path / "out"
+    records, runs = report._run_into(out, paths, "*", timeout=120)
+    assert [(r.path, r.ok, r.flaky) for r in runs] == [
+        ("a.ipynb", True, False), ("b.ipynb", True, False), ("c.ipynb", False, False), ("d.ipynb", True, True)]
+    failure = runs[2].failure
+    assert (failure["cell"], failure["line"], failure["type"]) == (2, "# the planted failure", "ZeroDivisionError")
+    assert failure["message"] == "division by zero"
+    assert [f.splitlines()[0] for f in failure["frames"]] == ["Cell In[2], line 2", "Cell In[1], line 2, in scale(x)"]
+    assert failure["frames"][1].splitlines()[1].strip() == "----> 2     return 1 / x"
+    assert len(runs[2].attempts) == 1 and runs[2].attempts[0]["failure"] == failure  # failed twice: both kept
+    stored = json.loads((out / "runs.json").read_text())
+    assert stored[2]["failure"] == failure and stored[3]["attempts"][0]["failure"]["type"] == "AssertionError"
+    summary = (out / "summary.md").read_text()
+    assert ("| c.ipynb |" in summary and
+            "FAILED twice: cell 2 `# the planted failure`: ZeroDivisionError: division by zero |" in summary)
+    assert "flaky: failed at first (cell 1 `import os`: AssertionError: fails at the first try only)" in summary
+    assert "### c.ipynb failed (try 1 of 2)" in summary and "----> 2     return 1 / x" in summary
+    assert sorted(p.name for p in (out / "executed").iterdir()) == [
+        f"{tmp_path.name}__{n}.ipynb" for n in ("a", "b", "c", "c.retry1", "d", "d.retry1")]
 
 
 def test_store_records_adds_another_commands_records_and_refuses_notebook_ones(tmp_path, monkeypatch):
     monkeypatch.setattr(report, "REFERENCE_DIR", tmp_path)
     (tmp_path / "cpu").mkdir()
     _write(tmp_path / "cpu" / "results.json", ["a.b"])
-    report.store_records(_write(tmp_path / "t.json", ["grading.x", "a.b"], notebook="grading load test"))
+    report.store_records(_write(tmp_path / "t.json", ["grading.x"], notebook="grading load test"))
     stored = {r.name: r.notebook for r in bench.load_records(tmp_path / "cpu" / "results.json")}
-    assert stored == {"a.b": "grading load test", "grading.x": "grading load test"}
-    for bad, why in ((_write(tmp_path / "n.json", ["c.d"]), "store-cpu"), (tmp_path / "none.json", "no records")):
+    assert stored == {"a.b": NOTEBOOK, "grading.x": "grading load test"}
+    for bad, why in ((_write(tmp_path / "n.json", ["c.d"]), "store-cpu"), (tmp_path / "none.json", "no records"),
+                     (_write(tmp_path / "o.json", ["a.b"], notebook="grading load test"), "--replace-owner")):
         try:
             report.store_records(bad)
         except report.InputError as e:
             assert why in str(e)
         else:
             raise AssertionError(f"{bad} was stored")
+    report.store_records(tmp_path / "o.json", replace_owner=True)  # on purpose: the owner changes
+    assert {r.name: r.notebook for r in bench.load_records(tmp_path / "cpu" / "results.json")}["a.b"] == \
+        "grading load test"
 
 
 def test_the_reference_run_checks_its_figures_and_fails_on_a_roof_below_its_data(tmp_path, monkeypatch, capsys):
@@ -171,7 +198,7 @@ def test_the_reference_run_checks_its_figures_and_fails_on_a_roof_below_its_data
 
     from helpers import figure_check
 
-    def fake_execute_all(paths, out_dir, timeout):
+    def fake_execute_all(paths, out_dir, timeout, **options):
         lint = os.environ[figure_check.LINT_VAR]  # the run hands the notebooks' kernels a lint file
         with open(lint, "a", encoding="utf-8") as f:
             f.write(json.dumps({"notebook": "11_lab", "figure": "roofline", "uid": "1",
