@@ -4,7 +4,7 @@ Notebook 00's path through the course is written from it (``path_markdown``: eve
 with its goal and a time estimate), every chapter's closing "Next" cell links what it names
 (``next_markdown``), and ``tests/course/test_course_map.py`` checks the notebooks and the README's chapter
 table against it. A new chapter or lab is added here first. The minutes are estimates for a student reading
-and running a notebook on a CPU (the simulator included), not measurements.
+and running a notebook on a CPU (the simulator included), not measurements: quarter hours, written in words.
 
 Serves: core — used by chapter 0.
 """
@@ -40,7 +40,7 @@ class Lab:
 
 CHAPTERS: tuple[Chapter, ...] = (
     Chapter("00_start_here", "How the workbook works: what runs here, how measuring and checking work",
-            ("lab00_warmup_quantize",), minutes=20),
+            ("lab00_warmup_quantize",), minutes=15),
     Chapter("01_why_gpu_inference", "Why GPUs for inference: latency, throughput, where the CPU wins",
             ("lab01_roofline_and_timing",), minutes=45),
     Chapter("02_gpu_architecture", "GPU architecture: SMs, CUDA cores, Tensor Cores, precisions, the roofline",
@@ -116,6 +116,17 @@ def next_markdown(notebook: str) -> str:
     return "\n".join(lines)
 
 
+QUARTERS = ("a quarter of an hour", "half an hour", "three quarters of an hour", "an hour", "an hour and a quarter",
+            "an hour and a half", "an hour and three quarters", "two hours")
+
+
+def duration(minutes: int) -> str:
+    """A time estimate in words ('an hour and a half'): estimates are quarter hours, up to two hours."""
+    if minutes % 15 or not 1 <= minutes // 15 <= len(QUARTERS):
+        raise InputError(f"a time estimate is a whole number of quarter hours up to two hours; got {minutes} min.")
+    return QUARTERS[minutes // 15 - 1]
+
+
 def lab(name: str) -> Lab:
     """The lab of this file stem."""
     if name not in BY_LAB:
@@ -130,13 +141,13 @@ def path_markdown() -> str:
     lines, seen = [], set()
     for c in CHAPTERS:
         link = "this page" if c.notebook == "00_start_here" else f"[{c.notebook}]({c.notebook}.ipynb)"
-        lines.append(f"* **{link}**: {c.title} (about {c.minutes} min)")
+        lines.append(f"* **{link}**: {c.title} (about {duration(c.minutes)})")
         for name in c.labs:
             if name in seen:
                 lines.append(f"  * Lab {name}, above")
                 continue
             seen.add(name)
-            lines.append(f"  * Lab [{name}]({lab_link(name)}): {lab(name).goal} (about {lab(name).minutes} min)")
+            lines.append(f"  * Lab [{name}]({lab_link(name)}): {lab(name).goal} (about {duration(lab(name).minutes)})")
     return "\n".join(lines)
 
 

@@ -57,9 +57,13 @@ def test_every_lab_has_a_goal_and_a_time_and_the_path_names_each() -> None:
     assert mapped == {lab.name for lab in course.LABS}, "helpers/course.py: LABS and the chapters' labs differ"
     text = course.path_markdown()
     for lab in course.LABS:
-        assert f"[{lab.name}]({course.lab_link(lab.name)}): {lab.goal} (about {lab.minutes} min)" in text
+        assert f"[{lab.name}]({course.lab_link(lab.name)}): {lab.goal} (about {course.duration(lab.minutes)})" in text
     for c in course.CHAPTERS:
-        assert f"(about {c.minutes} min)" in text and c.title in text
+        assert f"{c.title} (about {course.duration(c.minutes)})" in text
+    assert course.duration(90) == "an hour and a half" and course.duration(15) == "a quarter of an hour"
+    for bad in (20, 0, 135):
+        with pytest.raises(InputError, match="quarter hours"):
+            course.duration(bad)
     with pytest.raises(InputError, match="course map"):
         course.lab("lab99_nope")
 
