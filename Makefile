@@ -42,7 +42,15 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml jupyter/overrides
 	$(VENV)/bin/jupyter labextension disable --level=sys_prefix @jupyter/nbgrader >/dev/null 2>&1
 	@touch $(STAMP)
 
+## Chinese terms (中文) render only with a CJK font: fonts-noto-cjk is installed when run as root with apt-get,
+## otherwise one line says what to do (checked with fontconfig's fc-list, quick on every run).
 setup: $(STAMP)
+	@fc-list :lang=zh 2>/dev/null | grep -q . || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing a CJK font (fonts-noto-cjk) for the Chinese terms"; \
+	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-noto-cjk >/dev/null; } || \
+	      echo "could not install fonts-noto-cjk: Chinese terms show as boxes until a CJK font is installed"; \
+	  else echo "no CJK font: Chinese terms show as boxes. Install one: sudo apt-get install fonts-noto-cjk (Debian/Ubuntu; elsewhere any Noto Sans CJK font)"; fi; }
 
 ## Open the workbook in JupyterLab: the repository is its root, the start notebook opens first.
 ## jupyter/lab.sh holds the command line (the browser tests start the server through it too);

@@ -3,6 +3,11 @@
     python -m helpers.tools.notebooks fmt   [PATHS...]   rewrite notebooks in canonical form
     python -m helpers.tools.notebooks check [PATHS...]   exit 1 and list notebooks that are not
 
+The notebook metadata is what JupyterLab writes into a notebook when it opens it (the course kernel's spec and
+ipykernel's ``language_info``), so that a notebook does not open marked modified. ``language_info`` holds the
+kernel's Python version: a notebook keeps the version it has, and one without gets this interpreter's
+(the course kernel's); a student whose Python differs sees the notebook marked modified once it starts.
+
 Every file is read and checked before any is rewritten: a corrupt notebook stops the command with one
 line naming it, and no file is changed. A path that holds no notebook is an error, not "all canonical".
 
@@ -13,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import platform
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -23,6 +29,17 @@ from helpers.errors import InputError
 FOLDERS = ("notebooks", "labs", "solutions")
 KERNELSPEC = {"display_name": "GPU INT8 course", "language": "python", "name": "gpu-int8-course"}
 KEEP_CELL_METADATA = ("nbgrader", "tags")
+# ipykernel's language_info, less the Python version (language_info() adds it)
+LANGUAGE_INFO = {"codemirror_mode": {"name": "ipython", "version": 3}, "file_extension": ".py",
+                 "mimetype": "text/x-python", "name": "python", "nbconvert_exporter": "python",
+                 "pygments_lexer": "ipython3"}
+
+
+def language_info(nb: dict) -> dict:
+    """The language_info the course kernel reports, with the notebook's Python version (this one's if none)."""
+    old = nb.get("metadata", {}).get("language_info", {})
+    version = old.get("version") if isinstance(old, dict) else None
+    return {**LANGUAGE_INFO, "version": version if isinstance(version, str) and version else platform.python_version()}
 
 
 def canonical(nb: dict) -> dict:
@@ -42,7 +59,7 @@ def canonical(nb: dict) -> dict:
         "cells": cells,
         "metadata": {
             "kernelspec": KERNELSPEC,
-            "language_info": {"name": "python"},
+            "language_info": language_info(nb),
         },
         "nbformat": 4,
         "nbformat_minor": 5,

@@ -41,6 +41,19 @@ def test_canonical_form_strips_outputs_and_is_stable(tmp_path: Path):
     assert notebooks.is_canonical(p) and notebooks.fmt([p]) == []
 
 
+def test_language_info_is_what_jupyterlab_writes_and_keeps_the_version():
+    """JupyterLab replaces a notebook's language_info with the kernel's on opening (then the notebook is marked
+    modified): the canonical form stores the kernel's, keeping a notebook's Python version."""
+    import platform
+
+    bare = {"cells": [], "metadata": {"language_info": {"name": "python"}}}
+    info = notebooks.canonical(bare)["metadata"]["language_info"]
+    assert info == {**notebooks.LANGUAGE_INFO, "version": platform.python_version()}
+    assert info["pygments_lexer"] == "ipython3" and info["codemirror_mode"] == {"name": "ipython", "version": 3}
+    kept = {"cells": [], "metadata": {"language_info": {"name": "python", "version": "3.11.2"}}}
+    assert notebooks.canonical(kept)["metadata"]["language_info"]["version"] == "3.11.2"
+
+
 def test_start_notebook_exists():
     assert (ROOT / "notebooks" / "00_start_here.ipynb").exists()
 

@@ -11,6 +11,7 @@ Serves: lab 11.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -229,9 +230,21 @@ def measure_and_show(naive: Any, tiled: Any, int8: Any) -> dict[str, float]:
     return speedups
 
 
+def without_gpu() -> None:
+    """No GPU: say once what a GPU run would show, and where this machine's result of your kernels is."""
+    print("No GPU here, so nothing is timed: on an NVIDIA GPU this cell checks your kernels at 4096³ and times them "
+          "beside dp4a.cu and cuBLAS, on the roofline. Your result on this machine is the simulator's table above.")
+
+
+def _solutions(label: str) -> str:
+    """A stored step's label, as the official solution's: 'your tiled kernel' -> 'the official solution's tiled kernel'."""
+    return label.replace("your ", "the official solution's ")
+
+
 def show_stored() -> None:
-    """No GPU: the stored timings of this lab (labelled with device and date), or say that none are stored."""
-    from helpers import reference
+    """No GPU, after your own result: the official solution's stored GPU timings (labelled with device and date,
+    never as yours) and its roofline, or say that none are stored."""
+    from helpers import reference, tables
     from helpers.labs.lab11_gemm_kernels import bench as gemm_bench
 
     recs = {r.name: r for r in reference.lookup_all("lab11.")}
@@ -240,8 +253,13 @@ def show_stored() -> None:
               "the next GPU reference run adds them.")
         return
     first = next(iter(recs.values()))
-    print(f"Stored GPU timings of the solution's kernels ({first.device}, {first.date}):")
-    reference.show([n for n in recs if n.endswith("_tops")] + [n for n in gemm_bench.SPEEDUPS if n in recs])
-    steps, bw = gemm_bench.steps_from_records(recs.values()), recs.get("lab11.bandwidth_gbs")
+    rows = [{"step": _solutions(str(r.extra.get("label", n))), "rate": f"{r.value:.3g} {r.unit}"}
+            for n, r in recs.items() if n.endswith("_tops")]
+    rows += [{"step": n, "rate": f"{recs[n].value:.2f}×"} for n in gemm_bench.SPEEDUPS if n in recs]
+    tables.show(rows, caption=f"The reference run, not yours: the official solution's kernels ({first.device}, "
+                              f"{first.date})")
+    steps = [dataclasses.replace(s, label=_solutions(s.label)) for s in gemm_bench.steps_from_records(recs.values())]
+    bw = recs.get("lab11.bandwidth_gbs")
     if steps and bw:
-        gemm_bench.show_roofline(steps, bw.value, first.device, f"stored reference, {first.date}", _kind)
+        gemm_bench.show_roofline(steps, bw.value, first.device, f"stored reference, {first.date}",
+                                 lambda key: _kind(key).replace("(yours)", "(official solution)"))

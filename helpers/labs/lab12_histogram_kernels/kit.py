@@ -137,15 +137,25 @@ def speedup_sentences() -> list[str]:
                          {"r": name}, _verdict) for name, (fast, slow) in SPEEDUPS.items()]
 
 
+def without_gpu() -> None:
+    """No GPU: say once what a GPU run would show, and where this machine's result of your kernels is."""
+    print(f"No GPU here, so nothing is timed: on an NVIDIA GPU this cell checks both your kernels on "
+          f"{histogram.GPU_N:,} activations and times them beside torch.histc. Your result on this machine is the "
+          "simulator's: your checks and the amax table above.")
+
+
 def show_stored() -> None:
-    """No GPU: the stored timings of this lab (labelled), or say that none are stored yet."""
-    from helpers import reference
+    """No GPU, after your own result: the official solution's stored GPU rates (labelled, never as yours) and
+    speed-ups, or say that none are stored yet."""
+    from helpers import reference, tables
 
     recs = reference.lookup_all("lab12.")
     if not recs:
         print("No GPU timings of lab 12 are stored yet (reference/h200/results.json has no lab12.* record); "
               "the next GPU reference run adds them.")
         return
-    print(f"Stored GPU timings of the solution's kernels ({recs[0].device}, {recs[0].date}):")
-    reference.show([r.name for r in recs])
+    tables.show([{"kernel": r.name.removeprefix("lab12.").removesuffix("_gvals"), "rate": f"{r.value:.3g} {r.unit}"}
+                 for r in recs if r.name.endswith("_gvals")],
+                caption=f"The reference run, not yours: the official solution's kernels ({recs[0].device}, "
+                        f"{recs[0].date})")
     speedup_sentences()

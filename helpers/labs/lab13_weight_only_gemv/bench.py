@@ -29,14 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from helpers import bench, cli, spread
+from helpers.labs.lab13_weight_only_gemv.kit import KERNELS
 
 SHAPES = ((4096, 4096), (11008, 4096), (4096, 11008))  # (N out, K in): LLaMA-7B's projections
 GROUP = 128
 ROUNDS = 7
 L2_BYTES = 50 * 2**20  # the H100/H200 L2 cache
 MAX_SLEEP_CYCLES = 2 * 10**9  # about a second of the sleep kernel
-KERNELS = {"yours": "your kernel (numba, FP32 x)", "course_naive": "course CUDA C, naive step (FP16 x)",
-           "course": "course CUDA C, fast kernel (FP16 x)", "fp16": "FP16 cuBLAS (torch F.linear)"}
 RATIOS = {  # record name: (faster kernel, slower kernel); value = slower's time / faster's time
     "lab13.yours_over_fp16": ("yours", "fp16"), "lab13.course_over_fp16": ("course", "fp16"),
     "lab13.yours_over_course_naive": ("yours", "course_naive"), "lab13.course_over_yours": ("course", "yours")}

@@ -1,6 +1,7 @@
 """Lab 13 on the student's side: the lab's weight format, the runs of its three exercises (unpack two INT4 codes,
 a warp's sum, the W4A16 GEMV) and their checks, what the lab shows in the simulator (bytes loaded per weight
-byte), and the stored GPU timing (``bench`` times it on a GPU).
+byte), and the GPU part without a GPU: one note, then, only once the student's kernels pass, the official
+solution's stored GPU run, labelled as such (``bench`` times it on a GPU).
 
 The format is the course's (``helpers.quant.weight_only``): two codes a byte, element 2j in the low nibble of
 byte j, one float32 scale per row and group of consecutive inputs. GPU kernels store each code offset-binary,
@@ -29,6 +30,9 @@ from helpers.kernels import pytwin, simtrace
 from helpers.perf import access_patterns
 
 WARP = 32
+# the kernels bench times, and how tables name them
+KERNELS = {"yours": "your kernel (numba, FP32 x)", "course_naive": "course CUDA C, naive step (FP16 x)",
+           "course": "course CUDA C, fast kernel (FP16 x)", "fp16": "FP16 cuBLAS (torch F.linear)"}
 SECTOR = 32  # bytes
 GEMV_NAMES, SUM_NAMES = ("packed", "scales", "x", "y"), ("x", "out")
 NO_SHUFFLES = ("numba's CUDA simulator, which replays kernels for the checks, has no warp shuffles "
@@ -235,11 +239,33 @@ def traffic(gemv: Any, n: int = 4, k: int = 256, group: int = 32) -> list[dict]:
     return rows
 
 
-# ---------- without a GPU: the stored timing (bench.measure_and_show times it on a GPU) ----------
+# ---------- the GPU part: your run on a GPU, else one note; the reference run only after your own result ----------
+
+def without_gpu() -> None:
+    """No GPU: say once what a GPU run would show, and where this machine's result of your kernel is."""
+    print("No GPU here, so nothing is timed: on an NVIDIA GPU this cell checks your kernel at LLaMA-7B's three layer "
+          "shapes and times it beside FP16 cuBLAS and the course's two CUDA C kernels. Your result on this machine is "
+          "the simulator's: your checks and your table of loads above.")
+
+
+def stored_rows(recs: list) -> list[dict]:
+    """The stored timings as one row per kernel and one µs column per shape (a table that fits the page)."""
+    by_name = {r.name: r for r in recs}
+    shapes = sorted({r.name.rsplit(".", 1)[1] for r in recs if r.name.startswith("lab13.gemv_us.")},
+                    key=lambda s: tuple(int(v) for v in s.split("x")))
+    rows = []
+    for kernel, label in KERNELS.items():
+        cells = {f"{s.replace('x', '×')} µs": by_name.get(f"lab13.gemv_us.{kernel}.{s}") for s in shapes}
+        if any(cells.values()):
+            label = "the official solution's kernel (numba)" if kernel == "yours" else label
+            rows.append({"kernel": label, **{k: f"{r.value:.3g}" if r else "–" for k, r in cells.items()}})
+    return rows
+
 
 def show_stored() -> None:
-    """No GPU: the stored timings of this lab, labelled with device, date and software, or say that none are stored."""
-    from helpers import reference
+    """No GPU, after your own result: the official solution's stored GPU run, labelled with device, date and
+    software (never as yours), then its speed-ups as sentences; or say that none are stored."""
+    from helpers import reference, tables
 
     recs = reference.lookup_all("lab13.")
     if not recs:
@@ -248,5 +274,20 @@ def show_stored() -> None:
         return
     sw = reference.software("h200", recs)
     tools = ", ".join(f"{k} {sw[k]}" for k in ("torch", "cuda", "numba", "cupy", "python") if k in sw)
-    print(f"Stored GPU timings of the solution's kernel ({recs[0].device}, {recs[0].date}; {tools}):")
-    reference.show([r.name for r in recs])
+    tables.show(stored_rows(recs), caption=f"The reference run, not yours: the official solution's kernel beside "
+                                           f"the course's ({recs[0].device}, {recs[0].date}; {tools})")
+    speed_sentences()
+
+
+def speed_sentences() -> list[str]:
+    """The lab's two speed-ups as sentences, from this session's run when there is one, else the stored run's
+    (then about the official solution's kernel, and saying so)."""
+    from helpers import findings
+
+    mine = findings.get("lab13.yours_over_fp16", (findings.HERE,)) is not None
+    subject = "Your kernel" if mine else "The official solution's kernel (one warp per row, one byte a lane)"
+    return [findings.say(subject + " runs at {r:.2f}× the speed of FP16 cuBLAS: {verdict}.",
+                         {"r": "lab13.yours_over_fp16"}, verdict=findings.faster_slower("r")),
+            findings.say("The course's fast kernel runs at {c:.2f}× the speed of "
+                         + ("yours" if mine else "the official solution's") + ": {verdict}.",
+                         {"c": "lab13.course_over_yours"}, verdict=findings.faster_slower("c"))]
