@@ -1,0 +1,245 @@
+"""Chapter 9's 8-bit engine as Experiments: what it fuses, how accurate it is (any machine), how fast (a GPU).
+
+    ENGINE_SPEED.run()     # on a GPU: tunes, times and records everything below; elsewhere: the stored GPU run
+    ENGINE_ACCURACY.run()  # on this machine: the engine's exact CPU twin on the course's trained models
+
+Tables: the tuned GEMM configuration per shape and format (dispatch by measurement), the GEMMs at BERT-base shapes
+against FP16 cuBLAS, BERT-base and ResNet-50 throughput of every path, torchao's 8-bit paths in a round of their
+own, the GPU time of one forward split by kind of kernel, and the engine's accuracy against FP32.
+
+Serves: chapter 9.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from helpers import spread
+from helpers.chapters.ch09_deployment import engine_bench as eb
+from helpers.experiment import Experiment, Rows, Table
+from helpers.spread import Spread
+
+MLPERF_RESNET50_H200 = 94_620.0  # images/s per GPU, MLPerf Inference v4.1 ResNet-50 offline, H200 (TensorRT)
+
+TUNED = Table("ch09.engine.tuned", keys=("format", "shape"), value="TFLOP/s", unit="TFLOP/s", fields=("config",))
+GEMM = Table("ch09.engine.gemm", keys=("shape", "GEMM"), value="× FP16 cuBLAS", unit="ratio",
+             fields=("µs", "TFLOP/s", "rounds_s"), spread="spread")
+BERT = Table("ch09.engine.bert", keys=("path",), value="sequences/s", unit="sequences/s", fields=("rounds_s",),
+             spread="spread")
+TORCHAO = Table("ch09.engine.torchao", keys=("path",), value="sequences/s", unit="sequences/s", fields=("rounds_s",),
+                spread="spread")
+RESNET = Table("ch09.engine.resnet50", keys=("path",), value="images/s", unit="images/s", fields=("rounds_s",),
+               spread="spread")
+PARTS = Table("ch09.engine.parts", keys=("model", "path", "part"), value="ms", unit="ms")
+ACCURACY = Table("ch09.engine.accuracy", keys=("model", "format"), value="drop (pts)", unit="pts",
+                 fields=("FP32 %", "engine %", "CPU twin %", "agreement with twin %"), spread="spread")
+TABLES = {"tuned": TUNED, "gemm": GEMM, "bert": BERT, "torchao": TORCHAO, "resnet": RESNET, "parts": PARTS,
+          "accuracy": ACCURACY}
+
+
+def _rate_rows(r: Any, items: int, value: str) -> list[dict]:
+    """Throughput rows (items per second) of every timed path, with the spread over the rounds."""
+    return [{"path": k, value: items / r.median_s(k), "spread": r.spread(k, lambda s: items / s),
+             "rounds_s": list(r.seconds[k])} for k in r.seconds]
+
+
+TRACES: dict[tuple[str, str], list] = {}  # (model, path) -> the kernels of the last measured forward, for drawing
+
+
+def _parts(model: str, variants: dict, paths: tuple[str, ...]) -> list[dict]:
+    """GPU milliseconds per kind of kernel (and gaps) of one forward of each path, from the profiler."""
+    rows = []
+    for p in paths:
+        if p in variants:
+            try:
+                t = eb.timeline(variants[p])
+            except Exception as exc:  # a profiler that sees no kernel must not lose the timings
+                print(f"{model} {p}: no time split ({type(exc).__name__}: {exc})")
+                continue
+            TRACES[(model, p)] = t["trace"]
+            rows += [{"model": model, "path": p, "part": k, "ms": v} for k, v in sorted(t["ms"].items())]
+    return rows
+
+
+def _failed(errors: dict[str, str]) -> None:
+    """Say which paths could not be built, and where (the last lines of each traceback)."""
+    for name, tb in errors.items():
+        print(f"{name}: not built here —", " | ".join(tb.strip().splitlines()[-3:]))
+
+
+def accuracy_rows(device: str = "cpu") -> list[dict]:
+    """The engine on the course's trained encoder and CNN (MNIST-1D test set): its accuracy drop from FP32 with a
+    paired bootstrap, and (on a GPU) its agreement with its exact CPU twin."""
+    from helpers.data import load_dataset
+    from helpers.deploy.engine8 import encoder, resnet
+    from helpers.models.train import trained_model
+
+    data = load_dataset("mnist1d")
+    x, y = data.test.tensors
+    calib = list(torch.split(data.calib.tensors[0], 128))
+    rows = []
+    for name, mod in (("encoder_small", encoder), ("resnet_small", resnet)):
+        model = trained_model(name, progress=False).eval()
+        with torch.no_grad():
+            ok32 = (model(x).argmax(1) == y).float()
+            for fmt in ("fp8", "int8"):
+                twin = mod.build(model, calib, fmt)(x).argmax(1)
+                pred = twin
+                if device == "cuda":
+                    m = trained_model(name, progress=False).eval().cuda()
+                    eng = mod.build(m, [c.cuda() for c in calib], fmt)
+                    m.half()
+                    pred = eng(x.cuda()).argmax(1).cpu()
+                ok = (pred == y).float()
+                d = spread.bootstrap_paired(ok32.numpy() * 100, ok.numpy() * 100, what="test samples")
+                rows.append({"model": name, "format": fmt.upper(), "drop (pts)": float(ok32.mean() - ok.mean()) * 100,
+                             "FP32 %": float(ok32.mean()) * 100, "engine %": float(ok.mean()) * 100,
+                             "CPU twin %": float((twin == y).float().mean()) * 100,
+                             "agreement with twin %": float((pred == twin).float().mean()) * 100, "spread": d})
+    return rows
+
+
+STAGES = ("bert", "resnet", "accuracy")
+
+
+def measure(batch: int = 32, seq: int = 128, images: int = 256, torchao: bool = True,
+            stages: tuple[str, ...] = STAGES) -> Rows:
+    """Everything chapter 9 times on a GPU, one progress step per stage (about six minutes on an H100); `stages`
+    picks a part ('bert': the GEMMs, BERT-base and torchao; 'resnet'; 'accuracy')."""
+    out: Rows = {}
+    if "bert" in stages:
+        out.update(_measure_bert(batch, seq, torchao))
+    if "resnet" in stages:
+        rn, errors = eb.resnet_variants(images)
+        _failed(errors)
+        out["resnet"] = _rate_rows(eb.interleaved(rn, rounds=12, inner=3), images, "images/s")
+        out["parts"] = out.get("parts", []) + _parts("ResNet-50", rn, tuple(rn))
+        rn.clear()
+        torch.cuda.empty_cache()
+    if "accuracy" in stages:
+        out["accuracy"] = accuracy_rows("cuda")
+    return out
+
+
+def _measure_bert(batch: int, seq: int, torchao: bool) -> Rows:
+    """The GEMM tuning and table, BERT-base's paths in interleaved rounds, torchao's in a round of their own."""
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=5, desc="8-bit engine on this GPU: GEMMs and BERT-base", leave=False)
+
+    def step(what: str) -> None:
+        bar.set_postfix_str(what)
+
+    step("tuning the fused GEMM per shape")
+    tuned, tuned_rows = {}, []
+    for fmt in eb.FORMATS:
+        best, rows = eb.tune(fmt)
+        tuned[fmt] = best
+        tuned_rows += [{"format": fmt, "shape": "x".join(map(str, r["shape"])), "TFLOP/s": r["tflops"],
+                        "config": list(r["config"])} for r in rows if "tflops" in r and best.get(r["shape"]) == r["config"]]
+    bar.update()
+    step("GEMMs at BERT-base shapes")
+    gemm = eb.gemm_table(tuned)
+    bar.update()
+    step("BERT-base: building every path")
+    bert, errors = eb.bert_variants(batch, seq, tuned)
+    _failed(errors)
+    bar.update()
+    step("BERT-base: interleaved rounds")
+    for name, fn in bert.items():  # each path once more after all were built: a fault names its path
+        try:
+            with torch.inference_mode():
+                fn()
+            torch.cuda.synchronize()
+        except Exception as exc:
+            raise RuntimeError(f"BERT-base path {name!r} failed when run after the others were built: {exc}") from exc
+    bert_rows = _rate_rows(eb.interleaved(bert, rounds=15, inner=5), batch, "sequences/s")
+    parts = _parts("BERT-base", bert, ("fp16 compiled + CUDA graph", "fp16 engine + CUDA graph",
+                                       "fp8 engine + CUDA graph", "int8 engine + CUDA graph"))
+    bar.update()
+    torchao_rows: list[dict] = []
+    if torchao:
+        step("torchao's FP8 path, in a round of its own")
+        peers, errors = eb.bert_variants(batch, seq, tuned, paths=("torchao fp8 + CUDA graph",))
+        _failed(errors)
+        if peers:
+            same = {k: bert[k] for k in ("fp16 compiled + CUDA graph", "fp8 engine + CUDA graph") if k in bert}
+            torchao_rows = _rate_rows(eb.interleaved({**same, **peers}, rounds=15, inner=5), batch, "sequences/s")
+    bar.update()
+    bert.clear()
+    torch.cuda.empty_cache()
+    bar.close()
+    return {"tuned": tuned_rows, "gemm": gemm, "bert": bert_rows, "torchao": torchao_rows, "parts": parts}
+
+
+def _best(rows: list[dict], value: str, prefixes: tuple[str, ...]) -> dict | None:
+    """The fastest row whose path starts with one of `prefixes`."""
+    cands = [r for r in rows if str(r["path"]).startswith(prefixes)]
+    return max(cands, key=lambda r: r[value]) if cands else None
+
+
+def _ratio(fast: dict | None, slow: dict | None) -> tuple[float, Spread | None] | None:
+    """slow time ÷ fast time over the same rounds (> 1: `fast` is faster), with its spread."""
+    if not fast or not slow or not fast.get("rounds_s") or not slow.get("rounds_s"):
+        return None
+    return spread.paired_ratio(slow["rounds_s"], fast["rounds_s"])
+
+
+def gemm_speedup(rows: list[dict]) -> tuple[str, tuple[float, Spread | None]] | None:
+    """FP16 cuBLAS time ÷ the fastest 8-bit GEMM's time, summed over the four BERT shapes (each once per layer)."""
+    by: dict[str, list[list[float]]] = {}
+    for r in rows:
+        by.setdefault(r["GEMM"], []).append(r["rounds_s"])
+    if "fp16 cuBLAS" not in by:
+        return None
+    total = {k: [sum(rs) for rs in zip(*v)] for k, v in by.items() if len(v) == len(by["fp16 cuBLAS"])}
+    eight = [k for k in total if k.startswith(("fp8", "int8")) and "int32 out" not in k]
+    if not eight:
+        return None
+    best = min(eight, key=lambda k: sorted(total[k])[len(total[k]) // 2])
+    return best, spread.paired_ratio(total["fp16 cuBLAS"], total[best])
+
+
+def derive(rows: Rows) -> dict[str, Any]:
+    """The chapter's headlines from the measured rows, each with the spread of its interleaved rounds."""
+    out: dict[str, Any] = {}
+    bert, rn = rows.get("bert", []), rows.get("resnet", [])
+    b16, b8 = _best(bert, "sequences/s", ("fp16",)), _best(bert, "sequences/s", ("fp8", "int8"))
+    pairs = {"bert_base.best8_over_fp16": (b8, b16),
+             "bert_base.int8_over_fp16": (_best(bert, "sequences/s", ("int8",)), b16),
+             "bert_base.int8_over_fp32_eager": (_best(bert, "sequences/s", ("int8",)), _best(bert, "sequences/s",
+                                                                                            ("fp32",))),
+             "resnet50.best8_over_fp16": (_best(rn, "images/s", ("fp8", "int8")), _best(rn, "images/s", ("fp16",)))}
+    tao = rows.get("torchao", [])
+    pairs["bert_base.engine_over_torchao"] = (_best(tao, "sequences/s", ("fp8 engine", "int8 engine")),
+                                              _best(tao, "sequences/s", ("torchao",)))
+    for name, (fast, slow) in pairs.items():
+        r = _ratio(fast, slow)
+        if r is not None:
+            out[name] = r
+    g = gemm_speedup(rows.get("gemm", []))
+    if g is not None:
+        out["bert_base.gemm8_over_fp16"] = g[1]
+    best_rn = max(rn, key=lambda r: r["images/s"]) if rn else None
+    if best_rn is not None:
+        s = best_rn["spread"]
+        out["resnet50.best_over_mlperf_h200"] = (best_rn["images/s"] / MLPERF_RESNET50_H200, None if s is None else
+                                                 Spread(s.lo / MLPERF_RESNET50_H200, s.hi / MLPERF_RESNET50_H200,
+                                                        s.method))
+    return out
+
+
+ENGINE_SPEED = Experiment("ch09.engine", measure, TABLES,
+                          headlines=("bert_base.best8_over_fp16", "bert_base.int8_over_fp16",
+                                     "bert_base.gemm8_over_fp16", "bert_base.engine_over_torchao",
+                                     "bert_base.int8_over_fp32_eager", "resnet50.best8_over_fp16",
+                                     "resnet50.best_over_mlperf_h200"),
+                          derive=derive, needs="gpu")
+ENGINE_ACCURACY = Experiment("ch09.engine_cpu", lambda: {"accuracy": accuracy_rows("cpu")},
+                             {"accuracy": Table("ch09.engine_cpu.accuracy", keys=("model", "format"),
+                                                value="drop (pts)", unit="pts",
+                                                fields=("FP32 %", "engine %", "CPU twin %", "agreement with twin %"),
+                                                spread="spread")},
+                             needs="cpu")

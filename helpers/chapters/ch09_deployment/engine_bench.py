@@ -1,0 +1,270 @@
+"""Chapter 9's 8-bit engine against the best FP16 on a GPU: GEMMs at BERT shapes, BERT-base, ResNet-50, a time split.
+
+Every comparison is timed in interleaved rounds (one timed block of each variant per round, CUDA events), so a slow
+moment of the machine slows all of them alike; a ratio is the median of the per-round ratios, with their spread.
+
+Serves: chapter 9.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from helpers import bench
+from helpers.errors import InputError
+
+BERT_SHAPES = ((4096, 2304, 768), (4096, 768, 768), (4096, 3072, 768), (4096, 768, 3072))  # (M, N, K) of BERT-base b32 s128
+# (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages): the candidates the tuner times for each shape
+CANDIDATES = ((128, 128, 128, 8, 8, 3), (128, 256, 128, 8, 8, 3), (128, 128, 128, 8, 4, 4), (128, 64, 128, 8, 4, 4),
+              (128, 128, 64, 8, 4, 5))
+FORMATS = ("fp16", "fp8", "int8")  # fp16: the baseline through the same kernels
+
+
+def interleaved(fns: dict[str, Callable[[], Any]], rounds: int = 15, inner: int = 10, warmup: int = 3) -> bench.Rounds:
+    """Seconds per call of each function, one sample per interleaved round (``helpers.bench.interleaved``, CUDA
+    events around `inner` queued calls), under inference mode."""
+    with torch.inference_mode():
+        return bench.interleaved(fns, rounds=rounds, clock="torch", warmup=warmup, inner=inner)
+
+
+def _codes(shape: tuple[int, int], fmt: str, seed: int) -> torch.Tensor:
+    """Random 8-bit codes on the GPU (never zeros: they run faster than real data)."""
+    from helpers.deploy.engine8 import formats
+
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    x = torch.randn(shape, device="cuda", generator=g)
+    f = formats.get(fmt, fp16=True)
+    return x.half() * 0.05 if f.kind == 0 else f.quantize(x, 3.0 / f.qmax)
+
+
+def tune(fmt: str, shapes: tuple[tuple[int, int, int], ...] = BERT_SHAPES, candidates: tuple = CANDIDATES,
+         epilogue: dict[str, Any] | None = None) -> tuple[dict[tuple[int, int, int], tuple[int, ...]], list[dict]]:
+    """Time every candidate configuration of the fused GEMM at each shape; the fastest per shape, and all rows."""
+    from helpers.deploy.engine8 import kernels
+
+    best, rows = {}, []
+    for m, n, k in shapes:
+        a, w = _codes((m, k), fmt, 1), _codes((n, k), fmt, 2)
+        scale, bias = torch.full((n,), 1e-3, device="cuda"), torch.randn(n, device="cuda")
+        fns = {}
+        for cfg in candidates:
+            try:
+                kernels.gemm(a, w, scale, bias=bias, config=cfg, **(epilogue or {}))
+                fns[cfg] = (lambda c=cfg: kernels.gemm(a, w, scale, bias=bias, config=c, **(epilogue or {})))
+            except Exception as exc:  # a configuration that does not fit (shared memory, registers) is skipped
+                rows.append({"fmt": fmt, "shape": (m, n, k), "config": cfg, "error": f"{type(exc).__name__}"})
+        if not fns:
+            continue
+        t = interleaved({str(c): f for c, f in fns.items()}, rounds=5, inner=10)
+        for cfg in fns:
+            med = t.median_s(str(cfg))
+            rows.append({"fmt": fmt, "shape": (m, n, k), "config": cfg, "us": med * 1e6,
+                         "tflops": 2 * m * n * k / med / 1e12})
+        best[(m, n, k)] = min(fns, key=lambda c: t.median_s(str(c)))
+    return best, rows
+
+
+def gemm_table(tuned: dict[str, dict], shapes: tuple[tuple[int, int, int], ...] = BERT_SHAPES,
+               rounds: int = 15) -> list[dict[str, Any]]:
+    """FP16 cuBLAS (bias in its epilogue) against FP8 cuBLASLt and the engine's FP8/INT8 GEMMs, per BERT shape."""
+    import torch.nn.functional as F
+
+    from helpers.deploy.engine8 import kernels
+
+    rows = []
+    for m, n, k in shapes:
+        x16 = torch.randn(m, k, device="cuda", dtype=torch.float16)
+        w16 = torch.randn(n, k, device="cuda", dtype=torch.float16) * 0.05
+        b16 = torch.randn(n, device="cuda", dtype=torch.float16)
+        a8, w8 = _codes((m, k), "fp8", 3), _codes((n, k), "fp8", 4)
+        ai, wi = _codes((m, k), "int8", 5), _codes((n, k), "int8", 6)
+        ah, wh = _codes((m, k), "fp16", 7), _codes((n, k), "fp16", 8)
+        one = torch.ones((), device="cuda")
+        scale, bias = torch.full((n,), 1e-3, device="cuda"), b16.float()
+        fns = {
+            "fp16 cuBLAS": lambda: F.linear(x16, w16, b16),
+            "fp16 engine": lambda: kernels.gemm(ah, wh, scale, bias=bias, config=tuned["fp16"].get((m, n, k))),
+            "fp8 cuBLASLt": lambda: torch._scaled_mm(a8, w8.t(), one, one, bias=b16, out_dtype=torch.float16),
+            "fp8 engine": lambda: kernels.gemm(a8, w8, scale, bias=bias, config=tuned["fp8"].get((m, n, k))),
+            "int8 engine": lambda: kernels.gemm(ai, wi, scale, bias=bias, config=tuned["int8"].get((m, n, k))),
+            "int8 cuBLASLt (int32 out)": lambda: torch._int_mm(ai, wi.t()),
+        }
+        t = interleaved(fns, rounds=rounds)
+        for name in fns:
+            ratio, sp = t.ratio("fp16 cuBLAS", name)
+            med = t.median_s(name)
+            rows.append({"shape": f"{m}x{n}x{k}", "GEMM": name, "× FP16 cuBLAS": ratio, "µs": med * 1e6,
+                         "TFLOP/s": 2 * m * n * k / med / 1e12, "spread": sp, "rounds_s": list(t.seconds[name])})
+    return rows
+
+
+def _try(build: Callable[[], Any], errors: dict[str, str], name: str) -> Any:
+    """build(), or None with the full traceback kept under `name` (a failure says where it happened)."""
+    try:
+        return build()
+    except Exception:
+        errors[name] = traceback.format_exc()
+        return None
+
+
+def _compiled_graph(model: torch.nn.Module, *args: Any) -> Callable[[], Any]:
+    """torch.compile (default mode: inductor's fusions) replayed as one CUDA graph we capture ourselves."""
+    from helpers.chapters.ch09_deployment.workloads import cuda_graph
+
+    c = torch.compile(model)
+    with torch.inference_mode():
+        c(*args)
+    return cuda_graph(lambda: c(*args))
+
+
+def _checked(fn: Callable[[], Any]) -> Callable[[], Any]:
+    """Run a freshly built variant twice and wait for it, so a fault shows where it happened."""
+    with torch.inference_mode():
+        for _ in range(2):
+            fn()
+            torch.cuda.synchronize()
+    return fn
+
+
+def bert_variants(batch: int = 32, seq: int = 128, tuned: dict[str, dict] | None = None,
+                  paths: tuple[str, ...] = ("fp32 eager", "fp16 compiled + CUDA graph", "fp16 engine + CUDA graph",
+                                            "fp8 engine + CUDA graph", "int8 engine + CUDA graph")
+                  ) -> tuple[dict[str, Callable[[], Any]], dict[str, str]]:
+    """Replayable BERT-base forwards on full-length sequences (no padding mask): FP32 eager, FP16 compiled in a CUDA
+    graph, the engine in FP16 / FP8 / INT8 in one CUDA graph each, and torchao's paths ('torchao fp8 + CUDA graph',
+    'torchao int8 + CUDA graph') when asked for and torchao is installed. Failures are kept with their tracebacks."""
+    from helpers.chapters.ch09_deployment.workloads import cuda_graph
+    from helpers.deploy.engine8 import encoder
+    from helpers.models.bert import bert_base, bert_inputs
+
+    ids = bert_inputs(batch, seq, "cuda")["input_ids"]
+    calib = [{"input_ids": bert_inputs(8, seq, "cuda", seed=s)["input_ids"]} for s in (1, 2)]
+    fp32 = bert_base(seq).cuda().eval()
+    errors: dict[str, str] = {}
+    out: dict[str, Callable[[], Any]] = {}
+
+    def copy(dtype: torch.dtype | None = None) -> torch.nn.Module:
+        m = bert_base(seq).cuda().eval()
+        m.load_state_dict(fp32.state_dict())
+        return m if dtype is None else m.to(dtype)
+
+    def engine(fmt: str) -> Callable[[], Any]:
+        m = copy()
+        with torch.inference_mode():
+            eng = encoder.build(m, calib, fmt)
+        m.half()
+        eng.configs = (tuned or {}).get(fmt, {})
+        return cuda_graph(lambda: eng(ids))
+
+    builders: dict[str, Callable[[], Callable[[], Any]]] = {
+        "fp32 eager": lambda: (lambda: fp32(ids)),
+        "fp16 compiled + CUDA graph": lambda: _compiled_graph(copy(torch.float16), ids),
+        "torchao fp8 + CUDA graph": lambda: _compiled_graph(_torchao_model(copy(), "fp8"), ids),
+        "torchao int8 + CUDA graph": lambda: _compiled_graph(_torchao_model(copy(), "int8"), ids),
+    }
+    for p in paths:
+        build = builders.get(p) or (lambda p=p: engine(p.split()[0]))
+        g = _try(lambda b=build: _checked(b()), errors, p)
+        if g:
+            out[p] = g
+    return out, errors
+
+
+def _torchao_model(m: torch.nn.Module, kind: str) -> torch.nn.Module:
+    """torchao's dynamic-activation 8-bit quantization of the encoder's Linears (FP8 per row in BF16, or INT8 in FP16)."""
+    from torchao.quantization import quantize_  # type: ignore[import-not-found]
+
+    if kind == "fp8":
+        from torchao.quantization import Float8DynamicActivationFloat8WeightConfig, PerRow  # type: ignore
+        m = m.to(torch.bfloat16)
+        quantize_(m.layers, Float8DynamicActivationFloat8WeightConfig(granularity=PerRow()))
+    else:
+        from torchao.quantization import Int8DynamicActivationInt8WeightConfig  # type: ignore
+        m = m.half()
+        quantize_(m.layers, Int8DynamicActivationInt8WeightConfig())
+    return m
+
+
+def resnet_variants(batch: int = 256, size: int = 224) -> tuple[dict[str, Callable[[], Any]], dict[str, str]]:
+    """ResNet-50 forwards: FP16 channels-last compiled in a CUDA graph, and the engine in FP16 / FP8 / INT8."""
+    from helpers.chapters.ch09_deployment.workloads import cuda_graph
+    from helpers.deploy.engine8 import resnet
+    from helpers.models.resnet import image_batch, resnet50
+
+    errors: dict[str, str] = {}
+    base = resnet50().cuda().eval()
+    x = image_batch(batch, size, "cuda").half().contiguous(memory_format=torch.channels_last)
+    calib = [image_batch(16, size, "cuda", seed=s) for s in (1, 2)]
+
+    def copy() -> torch.nn.Module:
+        m = resnet50().cuda().eval()
+        m.load_state_dict(base.state_dict())
+        return m
+
+    def engine(fmt: str) -> Callable[[], Any]:
+        m = copy()
+        with torch.inference_mode():
+            eng = resnet.build(m, calib, fmt)
+        m.half()
+        return cuda_graph(lambda: eng(x))
+
+    out: dict[str, Callable[[], Any]] = {}
+    g = _try(lambda: _checked(_compiled_graph(copy().half().to(memory_format=torch.channels_last), x)), errors,
+             "fp16 channels-last compiled + CUDA graph")
+    if g:
+        out["fp16 channels-last compiled + CUDA graph"] = g
+    for fmt in FORMATS:
+        g = _try(lambda fmt=fmt: _checked(engine(fmt)), errors, f"{fmt} engine + CUDA graph")
+        if g:
+            out[f"{fmt} engine + CUDA graph"] = g
+    return out, errors
+
+
+KINDS = (("gemm", ("_gemm_kernel", "gemm", "nvjet", "cutlass", "xmma_gemm", "sm90_xmma", "triton_mm", "_int_mm")),
+         ("convolution", ("_conv_kernel", "conv", "fprop", "implicit")),
+         ("attention", ("flash", "fmha", "attention", "sdpa")),
+         ("layernorm", ("_layernorm_kernel", "layer_norm", "layernorm")),
+         ("quantize", ("_quantize_kernel", "quantize")),
+         ("fused elementwise", ("triton_poi", "triton_per", "triton_red", "elementwise", "vectorized")))
+
+
+def kind_of(kernel: str) -> str:
+    """Which part of the forward a kernel name belongs to (the first matching kind, else 'other')."""
+    low = kernel.lower()
+    for kind, hints in KINDS:
+        if any(h.lower() in low for h in hints):
+            return kind
+    return "other"
+
+
+def timeline(fn: Callable[[], Any]) -> dict[str, Any]:
+    """One call of fn under torch.profiler: its kernels in order (start, duration, kind), GPU time per kind, and
+    the gaps (the wall time of the call between its first and last kernel, minus the kernels' busy time)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from helpers.chapters.ch09_deployment.workloads import quiet_profiler_log
+
+    with torch.inference_mode():
+        fn()
+        torch.cuda.synchronize()
+        with quiet_profiler_log(), profile(activities=[ProfilerActivity.CUDA]) as prof:
+            fn()
+            torch.cuda.synchronize()
+    ks = sorted(((e.time_range.start, e.time_range.end - e.time_range.start, e.name) for e in prof.events()
+                 if e.device_type == torch.autograd.DeviceType.CUDA and e.time_range.end > e.time_range.start),
+                key=lambda t: t[0])
+    if not ks:
+        raise InputError("the profiler saw no GPU kernels in this call.")
+    t0 = ks[0][0]
+    span = ks[-1][0] + ks[-1][1] - t0
+    per: dict[str, float] = {}
+    for _, d, name in ks:
+        per[kind_of(name)] = per.get(kind_of(name), 0.0) + d / 1e3
+    busy = sum(per.values())
+    per["gaps"] = max(0.0, span / 1e3 - busy)
+    return {"ms": per, "span_ms": span / 1e3, "kernels": len(ks),
+            "trace": [((s - t0) / 1e3, d / 1e3, kind_of(n), n[:60]) for s, d, n in ks]}

@@ -1,0 +1,214 @@
+"""A Transformer encoder (BERT-base, or the course's small trained encoder) as an 8-bit inference engine.
+
+Per layer, eight kernels and no other pass over memory (TensorRT's fusion plan for BERT, built from the course's
+own kernels in ``helpers.deploy.engine8.kernels``):
+
+    qkv  = gemm(x8, Wqkv) + b                   FP16 out (attention reads it in place: no layout copy)
+    ctx  = attention(qkv)                       FP16 flash attention (PyTorch's SDPA)
+    c8   = quantize(ctx)
+    h    = gemm(c8, Wo) + b + x                 residual add in the epilogue
+    x1, x18 = layernorm(h)                      FP16 for the next residual, codes for the next GEMM
+    f8   = quantize(gelu(gemm(x18, W1) + b))     GELU and the next quantize in the epilogue: 8-bit out
+    h2   = gemm(f8, W2) + b + x1
+    x, x8 = layernorm(h2)
+
+Activation scales come from the course's calibration (``helpers.deploy.qdq_model.calibrate``: per-tensor amax
+of every Linear's input); weights get one scale per output channel. ``build(model, calib, "fp8"|"int8")`` returns
+an ``EncoderEngine``; calling it runs the Triton kernels on a GPU and their exact PyTorch references elsewhere,
+so on the CPU it is the engine's fake-quant twin. ``plan(engine)`` lists the fused steps.
+
+Serves: core — used by chapter 9.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from helpers.deploy.engine8 import formats, kernels
+from helpers.errors import InputError
+
+
+@dataclass
+class QLinear:
+    """A Linear layer as codes: weight (N, K), scale s_in * s_w[n] (N,), float32 bias (N,), input scale s_in."""
+
+    w: torch.Tensor
+    scale: torch.Tensor
+    bias: torch.Tensor
+    s_in: float
+
+    @classmethod
+    def of(cls, linears: list[nn.Linear], s_in: float, fmt: formats.Format) -> "QLinear":
+        """One QLinear from one Linear, or from several sharing an input (q, k, v: rows stacked)."""
+        w = torch.cat([lin.weight.detach().float() for lin in linears])
+        b = torch.cat([lin.bias.detach().float() if lin.bias is not None else torch.zeros(lin.out_features,
+                       device=w.device) for lin in linears])
+        q, s_w = formats.quantize_weight(w, fmt)
+        return cls(q.contiguous(), (s_w * s_in).float().contiguous(), b.contiguous(), s_in)
+
+    def to(self, device: Any) -> "QLinear":
+        """The same layer on another device."""
+        return QLinear(self.w.to(device), self.scale.to(device), self.bias.to(device), self.s_in)
+
+
+@dataclass
+class QLayer:
+    """One encoder layer's quantized projections and float LayerNorms."""
+
+    qkv: QLinear
+    out: QLinear
+    ffn1: QLinear
+    ffn2: QLinear
+    ln1: tuple[torch.Tensor, torch.Tensor, float]
+    ln2: tuple[torch.Tensor, torch.Tensor, float]
+    heads: int
+
+
+# Each model class: where its layers are and what the names of their parts are (q, k, v, out, ln1, ffn1, ffn2, ln2).
+LAYOUTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "BertModel": ("layers", ("attention.query", "attention.key", "attention.value", "attention.dense",
+                             "attention_norm", "intermediate", "output", "output_norm")),
+    "EncoderSmall": ("layers", ("attn.q", "attn.k", "attn.v", "attn.out", "ln1", "ff1", "ff2", "ln2")),
+}
+
+
+def _part(layer: nn.Module, path: str) -> Any:
+    """layer.a.b for path 'a.b'."""
+    for name in path.split("."):
+        layer = getattr(layer, name)
+    return layer
+
+
+def _front_back(model: nn.Module) -> tuple[Callable[..., torch.Tensor], Callable[[torch.Tensor], Any]]:
+    """The model's float parts around the encoder: inputs -> hidden states, and hidden states -> its output."""
+    kind = type(model).__name__
+    if kind == "BertModel":
+        def front(input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None, **_: Any) -> torch.Tensor:
+            types = torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids
+            return model.embeddings(input_ids, types)
+
+        def back(x: torch.Tensor) -> Any:
+            pooled = torch.tanh(model.pooler(x[:, 0]))
+            return model.classifier(pooled) if model.classifier is not None else (x, pooled)
+        return front, back
+
+    def front_small(x: torch.Tensor) -> torch.Tensor:
+        t = model.tokens(x)
+        return model.ln(model.tok(t) + model.pos(torch.arange(t.shape[1], device=t.device)))
+    return front_small, lambda x: model.fc(x.mean(dim=1))
+
+
+class EncoderEngine:
+    """The 8-bit forward of an encoder; call it like the model (see the module docstring)."""
+
+    def __init__(self, model: nn.Module, layers: list[QLayer], s_first: float, fmt: formats.Format):
+        self.model, self.layers, self.s_first, self.fmt = model, layers, s_first, fmt
+        self.front, self.back = _front_back(model)
+        self.configs: dict[tuple[int, int, int], tuple[int, ...]] = {}  # (M, N, K) -> tuned kernel config
+
+    def _gemm(self, a: torch.Tensor, lin: QLinear, **kw: Any) -> Any:
+        """One fused GEMM with the tuned configuration for its shape, if any."""
+        return kernels.gemm(a, lin.w, lin.scale, bias=lin.bias,
+                            config=self.configs.get((a.shape[0], lin.w.shape[0], a.shape[1])), **kw)
+
+    def _codes(self, scale: float | None) -> tuple[str, float] | None:
+        """The output quantization for the next layer (None: write FP16 only, as the FP16 baseline always does)."""
+        return None if scale is None or self.fmt.kind == 0 else (self.fmt.name, scale)
+
+    def _quantize(self, x: torch.Tensor, scale: float) -> torch.Tensor:
+        """x's codes for the next GEMM (the FP16 baseline passes x on)."""
+        return x if self.fmt.kind == 0 else kernels.quantize(x, (self.fmt.name, scale))
+
+    @staticmethod
+    def _pair(res: Any, want_codes: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """(FP16, codes) from a kernel that wrote both, or (y, y) when it wrote FP16 only."""
+        return res if want_codes else (res, res)
+
+    @staticmethod
+    def attention(qkv: torch.Tensor, batch: int, heads: int) -> torch.Tensor:
+        """Softmax attention over qkv (T, 3D) read in place as q, k, v (batch, heads, seq, head_dim); FP16 (T, D)."""
+        t, d3 = qkv.shape
+        d = d3 // 3
+        v5 = qkv.view(batch, t // batch, 3, heads, d // heads)
+        q, k, v = (v5[:, :, i].transpose(1, 2) for i in range(3))
+        if qkv.is_cuda:  # flash attention reads the packed q, k, v views in place (strides, no copies)
+            from torch.nn.attention import SDPBackend, sdpa_kernel
+
+            with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                ctx = F.scaled_dot_product_attention(q, k, v)
+        else:  # the CPU reference: float32 arithmetic, FP16 result
+            ctx = F.scaled_dot_product_attention(q.float(), k.float(), v.float()).half()
+        return ctx.transpose(1, 2).reshape(t, d)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """The model's output, computed by the 8-bit engine."""
+        x = self.front(*args, **kwargs).half()
+        batch, seq, d = x.shape
+        x2 = x.reshape(batch * seq, d)
+        codes = self.fmt.kind != 0
+        q = self._quantize(x2, self.s_first)
+        for i, lay in enumerate(self.layers):
+            qkv = self._gemm(q, lay.qkv)
+            c8 = self._quantize(self.attention(qkv, batch, lay.heads), lay.out.s_in)
+            h = self._gemm(c8, lay.out, residual=x2)
+            x1, q1 = self._pair(kernels.layernorm(h, *lay.ln1, out=self._codes(lay.ffn1.s_in)), codes)
+            f8 = self._gemm(q1, lay.ffn1, act="gelu", out=self._codes(lay.ffn2.s_in), fp16=not codes)
+            h2 = self._gemm(f8, lay.ffn2, residual=x1)
+            nxt = self.layers[i + 1].qkv.s_in if i + 1 < len(self.layers) else None
+            x2, q = self._pair(kernels.layernorm(h2, *lay.ln2, out=self._codes(nxt)), codes and nxt is not None)
+        return self.back(x2.view(batch, seq, d).to(next(self.model.parameters()).dtype))
+
+
+def build(model: nn.Module, calib: Iterable[Any], fmt: str = "fp8", method: str | None = None) -> EncoderEngine:
+    """Calibrate `model` on `calib` batches and quantize its encoder layers into an EncoderEngine on its device.
+
+    `method` is the calibrator ('max' or 'percentile'; default: max for FP8, percentile 99.99 for INT8).
+    `fmt` 'fp16' builds the FP16 baseline: the same kernels and fusions with FP16 operands.
+    """
+    from helpers.deploy.qdq_model import calibrate
+
+    kind = type(model).__name__
+    if kind not in LAYOUTS:
+        raise InputError(f"the 8-bit engine knows {', '.join(LAYOUTS)}, not {kind}; add its layout to "
+                         "helpers.deploy.engine8.encoder.LAYOUTS.")
+    f = formats.get(fmt, fp16=True)
+    where, names = LAYOUTS[kind]
+    amax = calibrate(model, calib, method or ("max" if fmt == "fp8" else "percentile")) if f.kind else {}
+    layers = []
+    for i, layer in enumerate(getattr(model, where)):
+        p = f"{where}.{i}."
+        s = {n: f.scale(amax[p + n]) if f.kind else 1.0 for n in (names[0], names[3], names[5], names[6])}
+        q, k, v, o, ln1, ff1, ff2, ln2 = (_part(layer, n) for n in names)
+        norms = [(m.weight.detach().float(), m.bias.detach().float(), float(m.eps)) for m in (ln1, ln2)]
+        heads = getattr(_part(layer, names[0].rsplit(".", 1)[0]), "n_heads")
+        layers.append(QLayer(QLinear.of([q, k, v], s[names[0]], f), QLinear.of([o], s[names[3]], f),
+                             QLinear.of([ff1], s[names[5]], f), QLinear.of([ff2], s[names[6]], f),
+                             norms[0], norms[1], heads))
+    return EncoderEngine(model, layers, layers[0].qkv.s_in, f)
+
+
+def half_model(model: nn.Module) -> nn.Module:
+    """The engine runs the float parts (embeddings, head) in FP16 on a GPU; on the CPU they stay in float32."""
+    return model.half() if next(model.parameters()).is_cuda else model
+
+
+def plan(engine: EncoderEngine) -> list[dict[str, Any]]:
+    """The fusion plan: one row per kernel of one layer (what it reads, fuses and writes)."""
+    fmt = engine.fmt.name.upper()
+    lay = engine.layers[0]
+    d = lay.out.w.shape[0]
+    rows = [("gemm", f"{fmt} x, Wqkv", "scale, bias", "FP16 q|k|v", lay.qkv.w.shape),
+            ("attention", "FP16 q|k|v in place", "softmax(QKᵀ)V (flash)", "FP16 context", (d, d)),
+            ("quantize", "FP16 context", "scale, round", f"{fmt} context", (d, d)),
+            ("gemm", f"{fmt} context, Wo", "scale, bias, + residual", "FP16 h", lay.out.w.shape),
+            ("layernorm", "FP16 h", "LayerNorm, quantize", f"FP16 x1 and {fmt} x1", (d, d)),
+            ("gemm", f"{fmt} x1, W1", "scale, bias, GELU, quantize", f"{fmt} GELU output", lay.ffn1.w.shape),
+            ("gemm", f"{fmt} GELU output, W2", "scale, bias, + residual", "FP16 h2", lay.ffn2.w.shape),
+            ("layernorm", "FP16 h2", "LayerNorm, quantize", f"FP16 x and {fmt} x", (d, d))]
+    return [{"kernel": k, "reads": r, "fused": fu, "writes": w, "N x K": f"{s[0]} x {s[1]}"} for k, r, fu, w, s in rows]

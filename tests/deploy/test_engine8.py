@@ -1,0 +1,161 @@
+"""The 8-bit engine (helpers.deploy.engine8): exact integer epilogues, the fusion plan, and both models on the CPU."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from helpers.deploy.engine8 import encoder, formats, kernels, resnet
+from helpers.errors import InputError
+
+
+def test_int8_rounds_half_to_even_and_saturates():
+    f = formats.get("int8")
+    q = f.quantize(torch.tensor([0.5, 1.5, 2.5, -0.5, -2.5, 1000.0, -1000.0]), 1.0)
+    assert q.tolist() == [0, 2, 2, 0, -2, 127, -128]
+
+
+def test_fp8_saturates_instead_of_overflowing():
+    f = formats.get("fp8")
+    q = f.quantize(torch.tensor([1e6, -1e6, 3.0]), 1.0)
+    assert q.float().tolist() == [448.0, -448.0, 3.0]
+
+
+def test_unknown_format_is_one_clear_error():
+    with pytest.raises(InputError, match="fp8, int8"):
+        formats.get("int4")
+
+
+def _int8_case(seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randint(-128, 128, (33, 64), generator=g, dtype=torch.int8)
+    w = torch.randint(-128, 128, (24, 64), generator=g, dtype=torch.int8)
+    scale = torch.rand(24, generator=g) * 1e-3
+    return a, w, scale, torch.randn(24, generator=g), torch.randn(33, 24, generator=g).half()
+
+
+def test_int8_gemm_requantize_is_bit_exact_with_integer_arithmetic():
+    a, w, scale, bias, _ = _int8_case()
+    q = kernels.gemm(a, w, scale, bias=bias, act="relu", out=("int8", 0.01))
+    acc = a.long() @ w.long().t()  # exact in int64
+    y = torch.relu(acc.to(torch.int32).float() * scale + bias)
+    expect = torch.clamp(torch.round(y * formats.get("int8").inverse(0.01)), -128, 127).to(torch.int8)
+    assert torch.equal(q, expect)
+
+
+def test_epilogue_order_adds_the_residual_before_the_activation():
+    a, w, scale, bias, res = _int8_case(1)
+    y = kernels.gemm(a, w, scale, bias=bias, residual=res, act="relu", fp16=True)
+    expect = torch.relu((a.long() @ w.long().t()).float() * scale + bias + res.float()).half()
+    assert torch.equal(y, expect)
+    wrong = (torch.relu((a.long() @ w.long().t()).float() * scale + bias) + res.float()).half()
+    assert not torch.equal(y, wrong)  # the other order would differ: the test can fail
+
+
+def test_conv_reference_is_the_convolution_of_the_codes():
+    f = formats.get("int8")
+    g = torch.Generator().manual_seed(2)
+    x = torch.randint(-20, 20, (2, 5, 6, 8), generator=g, dtype=torch.int8)
+    w = torch.randint(-20, 20, (4, 3, 3, 8), generator=g, dtype=torch.int8)
+    y = kernels.conv(x, w, torch.ones(4), stride=2, pad=1, fp16=True)
+    ref = nn.functional.conv2d(x.permute(0, 3, 1, 2).float(), w.permute(0, 3, 1, 2).float(), stride=2, padding=1)
+    assert torch.equal(y, ref.permute(0, 2, 3, 1).half())  # exact sums, rounded once to FP16
+    assert f.kind == 2
+
+
+def test_conv_rejects_mismatched_channels():
+    x = torch.zeros(1, 4, 4, 8, dtype=torch.int8)
+    with pytest.raises(InputError, match="same C"):
+        kernels.conv(x, torch.zeros(2, 1, 1, 4, dtype=torch.int8), torch.ones(2))
+
+
+def test_gemm_rejects_float_inputs_with_the_fix():
+    with pytest.raises(InputError, match="quantize"):
+        kernels.gemm(torch.zeros(2, 4), torch.zeros(3, 4), torch.ones(3))
+
+
+def _tiny_bert():
+    from helpers.models.bert import bert_base, bert_inputs
+
+    torch.manual_seed(0)
+    m = bert_base(16, n_layers=2, d_model=64, n_heads=4, d_ff=128, vocab=97)
+    return m, [bert_inputs(4, 16, vocab=97, seed=s) for s in (1, 2)], bert_inputs(3, 16, vocab=97, seed=3)
+
+
+def test_fusion_plan_of_one_layer():
+    m, calib, _ = _tiny_bert()
+    eng = encoder.build(m, calib, "fp8")
+    plan = encoder.plan(eng)
+    assert [r["kernel"] for r in plan] == ["gemm", "attention", "quantize", "gemm", "layernorm", "gemm", "gemm",
+                                          "layernorm"]
+    ffn1 = plan[5]
+    assert "GELU" in ffn1["fused"] and "quantize" in ffn1["fused"] and ffn1["writes"].startswith("FP8")
+    assert "residual" in plan[3]["fused"] and "residual" in plan[6]["fused"]
+    assert plan[0]["N x K"] == "192 x 64"  # q, k and v in one GEMM
+
+
+@pytest.mark.parametrize("fmt,tol", [("fp8", 0.08), ("int8", 0.05)])
+def test_encoder_engine_tracks_the_float_model(fmt, tol):
+    m, calib, inputs = _tiny_bert()
+    with torch.no_grad():
+        ref_x, _ = m(inputs["input_ids"])
+        x, _ = encoder.build(m, calib, fmt)(inputs["input_ids"])
+    rel = ((x.float() - ref_x).norm() / ref_x.norm()).item()
+    assert rel < tol, f"{fmt} engine is {rel:.3f} away from FP32"
+
+
+def test_unknown_model_is_refused():
+    with pytest.raises(InputError, match="LAYOUTS"):
+        encoder.build(nn.Sequential(nn.Linear(4, 4)), [torch.zeros(1, 4)], "fp8")
+
+
+def test_folded_convolution_equals_conv_then_batchnorm():
+    torch.manual_seed(3)
+    conv, bn = nn.Conv2d(3, 5, 3, padding=1, bias=False), nn.BatchNorm2d(5).eval()
+    bn.running_mean.uniform_(-1, 1)
+    bn.running_var.uniform_(0.5, 2)
+    bn.weight.data.uniform_(0.5, 2)
+    x = torch.randn(2, 3, 6, 6)
+    w, b = resnet.fold(conv, bn)
+    with torch.no_grad():
+        assert torch.allclose(nn.functional.conv2d(x, w, b, padding=1), bn(conv(x)), atol=1e-5)
+
+
+def test_resnet_engine_on_a_small_1d_resnet():
+    from helpers.models.cnn import ResNetSmall
+
+    torch.manual_seed(4)
+    m = ResNetSmall(1, 10, 1).eval()
+    x = torch.randn(16, 1, 40)
+    eng = resnet.build(m, [x], "int8")
+    with torch.no_grad():
+        ref, got = m(x), eng(x)
+    assert got.shape == ref.shape
+    assert ((got.float() - ref).norm() / ref.norm()).item() < 0.1
+    assert resnet.conv_count(eng) == {"8-bit convolutions": 8, "with residual + ReLU fused": 3}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fmt", ["fp8", "int8"])
+def test_triton_kernels_match_their_references_on_a_gpu(fmt):
+    if not torch.cuda.is_available() or kernels.triton is None:
+        pytest.skip("needs a CUDA GPU and Triton")
+    f = formats.get(fmt)
+    a = f.quantize(torch.randn(300, 96), 3 / f.qmax)
+    w, sw = formats.quantize_weight(torch.randn(200, 96) * 0.1, f)
+    sc, b = (sw * 3 / f.qmax).float(), torch.randn(200)
+    got = kernels.gemm(a.cuda(), w.cuda(), sc.cuda(), bias=b.cuda(), act="gelu", fp16=True, out=(fmt, 0.05))
+    ref = kernels.gemm(a, w, sc, bias=b, act="gelu", fp16=True, out=(fmt, 0.05))
+    assert torch.allclose(got[0].cpu().float(), ref[0].float(), rtol=2e-3, atol=2e-3)
+    step = 1.0 if fmt == "int8" else 0.07  # at most one code apart (FP8: relative step 2**-4 and a half)
+    d = (got[1].cpu().float() - ref[1].float()).abs() / ref[1].float().abs().clamp_min(1.0 if fmt == "int8" else 1e-3)
+    assert d.max().item() <= step
+
+
+def test_fp16_baseline_runs_the_same_plan_without_codes():
+    m, calib, inputs = _tiny_bert()
+    with torch.no_grad():
+        ref_x, _ = m(inputs["input_ids"])
+        x, _ = encoder.build(m, calib, "fp16")(inputs["input_ids"])
+    assert ((x.float() - ref_x).norm() / ref_x.norm()).item() < 0.01
