@@ -242,7 +242,7 @@ class Rounds:
         return paired_ratio(self._samples(base), self._samples(other))
 
 
-def _graph_replay(fn: Callable[[], Any]) -> Callable[[], Any]:
+def graph_replay(fn: Callable[[], Any]) -> Callable[[], Any]:
     """Capture `fn` (fixed inputs, no host sync) in a CUDA graph after warming it on a side stream; its replay."""
     import torch
 
@@ -319,7 +319,7 @@ def interleaved(fns: Mapping[str, Callable[[], Any]], *, rounds: int = 7, clock:
         require_backend(c)
         if c == "numba" and simulator_enabled():
             clocks[k] = "cpu"  # the CUDA simulator runs on the CPU: time it with the CPU clock
-    calls = {k: _graph_replay(f) if graph else f for k, f in fns.items()}
+    calls = {k: graph_replay(f) if graph else f for k, f in fns.items()}
     for k, f in calls.items():
         for _ in range(warmup):
             f()

@@ -34,7 +34,7 @@ Worked example (a chapter package declares, the notebook cell runs and shows):
     result.show("copy", caption="Copy bandwidth")
     result.say("cupy copies at {r:.2f}× D2D: {verdict}.", {"r": "copy.cupy_over_d2d"}, findings.faster_slower("r"))
 
-Serves: core — used by chapter 9.
+Serves: core — used by chapters 9 and 12.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ from helpers.metrics import BY_NAME, Metric  # noqa: F401 - Metric is part of th
 from helpers.records import Record
 from helpers.spread import Spread, of_extra
 
-NEEDS = ("gpu", "cpu")
+NEEDS = ("gpu", "ncu", "cpu")  # a GPU; a GPU and Nsight Compute (ncu) on the PATH; any machine
 DECLARED: list["Table"] = []  # every Table declared so far (the round-trip test reads it)
 Rows = dict[str, list[dict]]
 
@@ -76,7 +76,7 @@ class Table:
     the record's value, in `unit`; fields: other columns kept in the extras; keys and fields may map a column
     to another extra name ({'M': 'batch'}). spread: the column holding the value's spread, a
     ``helpers.spread.Spread`` (stored as lo/hi/spread) or a dict of `spread_fields`. name: the record-name tail,
-    a format string over the row's slugged columns (default: the keys joined by '.'). tag: the ``table`` extra
+    a format string over the row's slugged columns or a function of the row (default: the keys joined by '.'). tag: the ``table`` extra
     (default: prefix). legacy(record): the columns of a record stored before the table declared them (None: not
     a row of this table). example: one row, for the round-trip test when no stored run holds this table yet.
     """
@@ -88,7 +88,7 @@ class Table:
     fields: Sequence[str] | Mapping[str, str] = ()
     spread: str | None = None
     spread_fields: tuple[str, ...] = ()
-    name: str | None = None
+    name: str | Callable[[Mapping[str, Any]], str] | None = None
     tag: str | None = None
     legacy: Callable[[Record], dict | None] | None = field(default=None, compare=False)
     example: Mapping[str, Any] | None = field(default=None, compare=False)
@@ -118,6 +118,8 @@ class Table:
         slugs = {c: slug(row[c]) for c in self.columns if c in row}
         if self.name is None:
             return ".".join([self.prefix, *(slugs[c] for c, _ in self.keys)])
+        if callable(self.name):
+            return f"{self.prefix}.{self.name(row)}"
         try:
             return f"{self.prefix}.{self.name.format(**slugs)}"
         except KeyError as exc:
@@ -186,7 +188,8 @@ def _value(v: Any) -> tuple[float, Spread | None]:
 @dataclass(frozen=True)
 class Experiment:
     """A chapter's measurement: `measure(**kw)` returns {table key: rows} for `tables` {key: Table}; `derive(rows)`
-    gives the `headlines` (names of ``helpers.metrics``) as numbers or (number, Spread); `needs` 'gpu' or 'cpu'."""
+    gives the `headlines` (names of ``helpers.metrics``) and the `others` ({name: unit}: the chapter's own derived
+    numbers) as numbers or (number, Spread); `needs` 'gpu', 'ncu' or 'cpu'."""
 
     name: str
     measure: Callable[..., Mapping[str, list[dict]]] = field(compare=False)
@@ -194,6 +197,7 @@ class Experiment:
     headlines: tuple[str, ...] = ()
     derive: Callable[[Rows], Mapping[str, Any]] | None = field(default=None, compare=False)
     needs: str = "gpu"
+    others: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.needs not in NEEDS:
@@ -205,9 +209,11 @@ class Experiment:
 
     def can_measure(self) -> bool:
         """True when this machine has what `needs` asks for."""
+        import shutil
+
         from helpers.device import has_gpu
 
-        return self.needs == "cpu" or has_gpu()
+        return self.needs == "cpu" or (has_gpu() and (self.needs == "gpu" or shutil.which("ncu") is not None))
 
     def run(self, *, stored: bool | None = None, card: str | None = None, **kw: Any) -> "Result":
         """Measure and record here when this machine can (or `stored=False` insists), else the stored rows of
@@ -216,7 +222,8 @@ class Experiment:
             stored = not self.can_measure()
         if not stored:
             if not self.can_measure():
-                raise NoGPUError(f"measuring {self.name}")
+                raise NoGPUError(f"measuring {self.name}" + (" (with Nsight Compute's ncu)" if self.needs == "ncu"
+                                                             else ""))
             return self._measured(kw)
         return self._stored(card)
 
@@ -230,23 +237,24 @@ class Experiment:
                              f"(it declares {sorted(self.tables)}).")
         recs = [r for k, t in self.tables.items() for r in t.record(rows.get(k, []))]
         for name, v in (self.derive(rows) if self.derive else {}).items():
-            if name not in self.headlines:
-                raise InputError(f"{self.name}.derive gave {name!r}, which is not among its headlines.")
+            if name not in self.headlines and name not in self.others:
+                raise InputError(f"{self.name}.derive gave {name!r}, which is not among its headlines or others.")
             value, s = _value(v)
-            recs.append(rec_mod.record(name, value, BY_NAME[name].unit, **(s.extra() if s else {})))
+            unit = BY_NAME[name].unit if name in self.headlines else self.others[name]
+            recs.append(rec_mod.record(name, value, unit, **(s.extra() if s else {})))
         return Result(self, rows, "here", f"measured here: {device_label()}, {dt.date.today().isoformat()}", recs)
 
     def _stored(self, card: str | None) -> "Result":
         from helpers import reference
 
-        source = card or (reference.nearest_card() if self.needs == "gpu" else "cpu")
+        source = card or (reference.nearest_card() if self.needs != "cpu" else "cpu")
         recs = list(reference.load(source)) if source else []
         rows = {k: t.stored_rows(recs) for k, t in self.tables.items()}
         if not recs:
             label = "no stored run holds these rows yet"
         else:
             label = reference.stored_label(source) + (f"; {reference.card_note(source)}" if card is None and
-                                                      self.needs == "gpu" else "")
+                                                      self.needs != "cpu" else "")
         return Result(self, rows, source or "none", label, recs)
 
 
@@ -269,6 +277,20 @@ class Result:
         if table not in self.rows:
             raise InputError(f"{self.experiment.name} has no table {table!r}; it has {', '.join(self.rows)}.")
         return self.rows[table]
+
+    def value(self, name: str) -> float | None:
+        """A derived number of this result (measured here, or from the stored run shown), or None."""
+        return next((r.value for r in reversed(self.records) if r.name == name), None)
+
+    @property
+    def device(self) -> str | None:
+        """The device the rows come from, for a figure's label (None: this machine's)."""
+        return None if self.measured else (self.records[0].device if self.records else None)
+
+    @property
+    def note(self) -> str:
+        """'' for rows measured here, 'stored reference' for stored ones (a figure's note)."""
+        return "" if self.measured else "stored reference"
 
     def where(self) -> str:
         """One line that says where the rows come from."""
@@ -294,9 +316,8 @@ class Result:
         if not rows:
             print(f"{title}: no rows ({self.where()}).")
             return None
-        device = self.label if self.measured else (self.records[0].device if self.records else None)
         return plots.bar_ratios({str(r[label]): r[value] for r in rows}, title=title, ylabel=ylabel, target=target,
-                                device=device)
+                                device=self.device, note=self.note)
 
     def say(self, template: str, names: Mapping[str, str], verdict: Any = None) -> str:
         """``helpers.findings.say`` over this result's source (its spreads decide 'not resolved at this noise')."""
@@ -310,7 +331,7 @@ class Result:
         """The experiment's headline values beside the stored runs and their targets (shown, and returned)."""
         from helpers import reference
 
-        names = list(self.experiment.headlines)
+        names = [*self.experiment.headlines, *self.experiment.others]
         mine = [r for r in self.records if r.name in names] if self.measured else []
         reference.show(names, mine)
         return reference.comparison_rows(names, mine)

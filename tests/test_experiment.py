@@ -117,13 +117,27 @@ def _declared_tables() -> list[Table]:
     return [t for t in experiment.DECLARED if not t.prefix.startswith("test.")]
 
 
-@pytest.mark.xfail(strict=True, reason="no chapter declares a Table yet: chapter 12 is migrated next")
-def test_every_declared_table_round_trips_through_its_records(session):
-    tables = _declared_tables()
-    assert tables, "the chapter packages declare no Table"
-    stored = [r for src in reference.SOURCES for r in reference.load(src)]
+def round_trip_problems(tables: list[Table], stored: list[Record]) -> list[str]:
+    """Each table whose rows (stored, else its example) change on the way through their records."""
+    out = []
     for t in tables:
         rows = t.stored_rows(stored) or ([dict(t.example)] if t.example else [])
-        assert rows, f"table {t.prefix}: no stored run holds its rows and it declares no example row"
-        again = t.stored_rows(_json(t.record(rows)))
-        assert again == rows, f"table {t.prefix}: rows -> records -> rows changed them"
+        if not rows:
+            out.append(f"table {t.prefix}: no stored run holds its rows and it declares no example row")
+        elif t.stored_rows(_json(t.record(rows))) != rows:
+            out.append(f"table {t.prefix}: rows -> records -> rows changed them")
+    return out
+
+
+def test_every_declared_table_round_trips_through_its_records(session):
+    tables = _declared_tables()
+    assert {"ch12.gemv", "ch12.sweep", "ch12.batch", "ch12.ppl"} <= {t.prefix for t in tables}
+    stored = [r for src in reference.SOURCES for r in reference.load(src)]
+    assert round_trip_problems(tables, stored) == []
+
+
+def test_the_round_trip_check_fails_on_a_planted_table(session):
+    clash = Table("test.clash", keys=("kernel",), value="µs", unit="µs", fields={"a": "x", "b": "x"},
+                  example={"kernel": "k", "µs": 1.0, "a": 1, "b": 2})  # two columns stored under one extra
+    bare = Table("test.bare", keys=("kernel",), value="µs", unit="µs")
+    assert [p.split(":")[0] for p in round_trip_problems([clash, bare], [])] == ["table test.clash", "table test.bare"]

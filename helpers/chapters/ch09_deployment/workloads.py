@@ -178,16 +178,7 @@ def cuda_graph(fn: Callable[[], Any]) -> Callable[[], Any]:
     from helpers.device import require_gpu
 
     require_gpu("CUDA graph capture")
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side), torch.inference_mode():
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph), torch.inference_mode():
-        fn()
-    return graph.replay
+    return bench.graph_replay(fn)
 
 
 def bert_variants(

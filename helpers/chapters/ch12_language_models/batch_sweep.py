@@ -16,8 +16,8 @@ from collections.abc import Callable
 
 import torch
 
-from helpers import bench
-from helpers.chapters.ch12_language_models.gemv_bench import _clone, copies_for, timed_calls, tinygemm_linear, tinygemm_weight
+from helpers.chapters.ch12_language_models import timing
+from helpers.chapters.ch12_language_models.gemv_bench import _clone, copies_for, tinygemm_linear, tinygemm_weight
 from helpers.findings import NOT_RESOLVED
 from helpers.kernels import triton_gemv as tg
 from helpers.kernels import triton_wo_gemm as tw
@@ -29,6 +29,7 @@ from helpers.quant import weight_only as wo
 N, K = 11008, 4096
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 SCHEMES = ("fp16", "w8a16", "w4a16", "w4a16 tinygemm", "w8a8 int8", "w8a8 int8 cublas", "w8a8 fp8")
+BATCH_KERNELS = {"fp16": "fp16 cuBLAS", "w8a16": "w8a16 CUDA", "w4a16": "w4a16 CUDA", "w4a16 tinygemm": "w4a16 tinygemm"}
 ACT_BYTES = {"fp16": 2, "w8a16": 2, "w4a16": 2, "w4a16 tinygemm": 2, "w8a8 int8": 1, "w8a8 int8 cublas": 1,
              "w8a8 fp8": 1}
 # (largest M, (block_m, block_n, block_k, warps, stages)) per kind: the fastest of a grid timed on an H200
@@ -130,74 +131,92 @@ def _call(scheme: str, x: torch.Tensor, w: object) -> Callable[[], torch.Tensor]
     return _fp8_call(x, *w)  # type: ignore[misc]
 
 
-def sweep(batches: tuple[int, ...] = BATCHES, repeats: int = 10) -> list[dict]:
-    """One row per (scheme, M): microseconds per call and TFLOP/s, weights read from rotating copies."""
+def _key(scheme: str, ws: dict[str, object], m: int) -> str:
+    """The kernel's words, shape and batch, as every chapter-12 table keys a timed kernel."""
+    if scheme in ("w8a16", "w4a16"):
+        pw = ws[scheme][2]  # type: ignore[index]
+        words = wg.describe(pw, wg.default_config(pw, m)) if m <= wg.MAX_BATCH else f"{scheme} Triton GEMM"
+    else:
+        words = BATCH_KERNELS.get(scheme, scheme)
+    return f"{words} {N}×{K}" + (f" m{m}" if m > 1 else "")
+
+
+def _input(scheme: str, x: torch.Tensor) -> torch.Tensor:
+    """The batch as the scheme's kernel takes it: zero rows added where its GEMM needs more (``_rows``), BF16 for
+    tinygemm (cast before the timed call: a BF16 model hands it BF16 activations)."""
+    rows = _rows(scheme, x.shape[0])
+    if rows > x.shape[0]:
+        x = torch.cat([x, x.new_zeros(rows - x.shape[0], x.shape[1])])
+    return x.to(torch.bfloat16) if scheme == "w4a16 tinygemm" else x
+
+
+def sweep(batches: tuple[int, ...] = BATCHES, rounds: int = timing.ROUNDS) -> list[dict]:
+    """One row per (scheme, M): µs per call (median of interleaved rounds, ``timing.interleaved``: every scheme of
+    one M in turn, the order rotating) and TFLOP/s, weights read from rotating copies; lo_us..hi_us is the
+    rounds' min..max."""
     ws = weights()
+    copies = {s: [ws[s]] + [_copy(ws[s]) for _ in range(copies_for(weight_nbytes(s, ws), most=24) - 1)]
+              for s in SCHEMES}
+    gen = torch.Generator(device="cuda").manual_seed(5)
     rows = []
-    for scheme in SCHEMES:
-        nb = weight_nbytes(scheme, ws)
-        copies = [ws[scheme]] + [_copy(ws[scheme]) for _ in range(copies_for(nb, most=24) - 1)]
-        for m in batches:
-            x = torch.randn(_rows(scheme, m), K, device="cuda", dtype=torch.float16)
-            s, noise = timed_calls([_call(scheme, x, w) for w in copies], repeats)
-            flops = 2.0 * m * N * K
-            rows.append({"scheme": scheme, "M": m, "µs": s * 1e6, "TFLOP/s": flops / s / 1e12,
-                         "bytes": nb + m * K * ACT_BYTES[scheme] + 2 * m * N,
-                         "lo_us": noise.lo * 1e6, "hi_us": noise.hi * 1e6})
-        del copies
+    for m in batches:
+        x = torch.randn(m, K, device="cuda", generator=gen).half()
+        calls = {s: [_call(s, _input(s, x), w) for w in copies[s]] for s in SCHEMES}
+        for s, sp in timing.interleaved(calls, rounds=rounds).items():
+            rows.append({"scheme": s, "M": m, "µs": sp.median, "TFLOP/s": 2.0 * m * N * K / sp.median / 1e6,
+                         "bytes": weight_nbytes(s, ws) + m * K * ACT_BYTES[s] + 2 * m * N,
+                         "lo_us": min(sp.samples_us), "hi_us": max(sp.samples_us), "key": _key(s, ws, m),
+                         "harness": timing.HARNESS, "spread": sp.extra()})
+        del calls
         torch.cuda.empty_cache()
     return rows
 
 
-def record(rows: list[dict]) -> None:
-    """Record each point as ch12.sweep.<scheme>.b<M> (TFLOP/s, with µs and bytes)."""
-    for r in rows:
-        bench.record(f"ch12.sweep.{r['scheme'].replace(' ', '_')}.b{r['M']}", r["TFLOP/s"], "TFLOP/s",
-                     us=r["µs"], bytes=r["bytes"], M=r["M"], **{k: r[k] for k in ("lo_us", "hi_us") if k in r})
+def batch_rows(rows: list[dict]) -> list[dict]:
+    """The batch table (M up to 8: FP16 cuBLAS, the CUDA GEMVs, tinygemm) read from the sweep's own timings, so
+    the two tables show one timing of each kernel."""
+    base = {r["M"]: r["µs"] for r in rows if r["scheme"] == "fp16"}
+    return [{"N×K": f"{N}×{K}", "M": r["M"], "kernel": BATCH_KERNELS[r["scheme"]], "µs": r["µs"],
+             "× FP16 cuBLAS": base[r["M"]] / r["µs"], "key": r["key"], "harness": r["harness"],
+             "spread": r.get("spread")}
+            for r in sorted(rows, key=lambda r: r["M"])
+            if r["M"] <= wg.MAX_BATCH and r["scheme"] in BATCH_KERNELS and r["M"] in base]
 
 
-def crossovers(rows: list[dict]) -> dict[str, int | None]:
-    """Smallest M where weight-only INT4 is no faster than FP16, and where an 8-bit-activation GEMM is fastest."""
-    by = {(r["scheme"], r["M"]): r["µs"] for r in rows}
-    ms = sorted({r["M"] for r in rows})
-    w4 = lambda m: min(by.get(("w4a16", m), 1e30), by.get(("w4a16 tinygemm", m), 1e30))  # noqa: E731
-    a8 = lambda m: min(by.get((s, m), 1e30) for s in ("w8a8 int8", "w8a8 int8 cublas", "w8a8 fp8"))  # noqa: E731
-    stop = next((m for m in ms if w4(m) >= by[("fp16", m)]), None)
-    take = next((m for m in ms if a8(m) <= min(v for (s, mm), v in by.items() if mm == m)), None)
-    return {"w4a16_stops_paying_at_M": stop, "w8a8_or_fp8_fastest_from_M": take}
+def _apart(a: dict, b: dict) -> bool | None:
+    """True when two sweep points' intervals do not overlap, None when either keeps none."""
+    if a.get("lo_us") is None or b.get("lo_us") is None:
+        return None
+    return a["hi_us"] < b["lo_us"] or b["hi_us"] < a["lo_us"]
 
 
-def _fastest(rows: list[dict], m: int, schemes: tuple[str, ...] | None, exclude: tuple[str, ...] = ()) -> dict | None:
-    """The fastest row at batch m among `schemes` (None: all but `exclude`)."""
-    sel = [r for r in rows if r["M"] == m and (r["scheme"] in schemes if schemes else r["scheme"] not in exclude)]
-    return min(sel, key=lambda r: r["µs"]) if sel else None
+def fastest(rows: list[dict]) -> dict[int, tuple[str, ...]]:
+    """Per M, the schemes that may be the fastest: the fastest point and every other whose interval reaches it
+    (one scheme: resolved; several: not resolved at this noise; all of them when the points keep no spread)."""
+    out = {}
+    for m in sorted({r["M"] for r in rows}):
+        sel = sorted((r for r in rows if r["M"] == m), key=lambda r: r["µs"])
+        out[m] = tuple(r["scheme"] for r in sel if r is sel[0] or _apart(sel[0], r) is not True)
+    return out
 
 
-def _noise(a: dict | None, b: dict | None) -> str:
-    """'' when two sweep points' p10..p90 do not overlap, else 'not resolved at this noise'; 'no spread stored'
-    when either point keeps none."""
-    if not a or not b or "lo_us" not in a or "lo_us" not in b:
-        return "no spread stored"
-    return NOT_RESOLVED if a["lo_us"] <= b["hi_us"] and b["lo_us"] <= a["hi_us"] else ""
-
-
-def crossover_sentence(rows: list[dict], cross: dict[str, int | None]) -> str:
-    """Where weight-only INT4 stops beating FP16 and where an 8-bit-activation GEMM is the fastest, each with
-    whether the two points compared there are apart by more than their spread."""
-    w4, a8 = ("w4a16", "w4a16 tinygemm"), ("w8a8 int8", "w8a8 int8 cublas", "w8a8 fp8")
-    parts = []
-    for key, what, where, pair in (
-            ("w4a16_stops_paying_at_M", "Weight-only INT4 stops beating FP16", "at",
-             lambda m: (_fastest(rows, m, w4), _fastest(rows, m, ("fp16",)))),
-            ("w8a8_or_fp8_fastest_from_M", "an 8-bit-activation GEMM (INT8 or FP8) is the fastest", "from",
-             lambda m: (_fastest(rows, m, a8), _fastest(rows, m, None, a8)))):
-        m = cross.get(key)
-        if m is None:
-            parts.append(f"{what}: not within the batches measured")
-            continue
-        noise = _noise(*pair(m))
-        parts.append(f"{what} {where} M = {m}" + (f" ({noise} at that M)" if noise else ""))
-    return "; ".join(parts) + "."
+def fastest_sentence(rows: list[dict]) -> str:
+    """For each scheme, the set of M where it is the fastest (resolved against the rounds' spread), and the M
+    where the fastest is not resolved; never read off a first crossing."""
+    if not rows:
+        return "Batch sweep: no points."
+    won: dict[str, list[int]] = {}
+    ties = []
+    for m, schemes in fastest(rows).items():
+        if len(schemes) == 1:
+            won.setdefault(schemes[0], []).append(m)
+        else:
+            ties.append(f"M = {m} ({', '.join(schemes)})")
+    parts = [f"{s} at M = {', '.join(map(str, ms))}" for s, ms in won.items()]
+    text = "Fastest, apart from every other scheme by more than the rounds' spread: " + ("; ".join(parts) or "none")
+    if ties:
+        text += f". {NOT_RESOLVED.capitalize()}: " + "; ".join(ties)
+    return text + "."
 
 
 def math_precision(scheme: str) -> str:
@@ -211,15 +230,3 @@ def roof_points(rows: list[dict]) -> list[RoofPoint]:
     """Roofline points (kind = scheme) from sweep rows or from stored records rebuilt into rows."""
     return [RoofPoint(f"{r['scheme']} M={r['M']}", r["scheme"], 2.0 * r["M"] * N * K, r["bytes"], r["µs"] / 1e6)
             for r in rows]
-
-
-def rows_from_records(records: list[bench.Record]) -> list[dict]:
-    """Sweep rows rebuilt from ch12.sweep.* records (stored reference)."""
-    out: list[dict] = []
-    for r in records:
-        parts = r.name.split(".")
-        if len(parts) == 4 and "us" in r.extra:
-            out.append({"scheme": parts[2].replace("_", " "), "M": int(r.extra["M"]), "µs": r.extra["us"],
-                        "TFLOP/s": r.value, "bytes": r.extra["bytes"],
-                        **{k: r.extra[k] for k in ("lo_us", "hi_us") if k in r.extra}})
-    return out

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from helpers import plots, reference
+from helpers import plots
 from helpers.chapters.ch12_language_models import batch_sweep
 from helpers.perf import roofline
 
@@ -34,25 +34,7 @@ def channel_ranges(ranges: dict[str, Any], title: str) -> Any:
     return fig
 
 
-def stored_gemv_rows() -> list[dict]:
-    """GEMV rows rebuilt from stored ch12.gemv.<kernel>.<NxK> records (with their spread when stored)."""
-    rows = []
-    for r in reference.lookup_all("ch12.gemv."):
-        parts = r.name.split(".")
-        if len(parts) == 4 and "speedup" in r.extra:
-            row = {"N×K": parts[3].replace("x", "×"), "kernel": parts[2].replace("_", " "), "µs": r.value,
-                   "weight GB/s": r.extra["gbs"]}
-            if "over_fastest_fp16" in r.extra:
-                row.update({"× FP16 cuBLAS": r.extra["speedup"], "× fastest FP16": r.extra["over_fastest_fp16"]})
-            else:
-                row["× fastest FP16"] = r.extra["speedup"]
-            if "min_us" in r.extra:
-                row["spread"] = {k: r.extra[k] for k in ("min_us", "max_us", "q1_us", "q3_us", "rounds")}
-            rows.append(row)
-    return rows
-
-
-def view(rows: list[dict], drop: tuple[str, ...] = ("key",)) -> list[dict]:
+def view(rows: list[dict], drop: tuple[str, ...] = ("key", "harness")) -> list[dict]:
     """Rows for display: the spread as 'min–max µs (n rounds)', internal fields dropped."""
     out = []
     for r in rows:
@@ -62,16 +44,6 @@ def view(rows: list[dict], drop: tuple[str, ...] = ("key",)) -> list[dict]:
             v["µs min–max"] = f"{sp['min_us']:.2f}–{sp['max_us']:.2f} ({sp['rounds']})"
         out.append(v)
     return out
-
-
-def stored_decode_rows() -> list[dict]:
-    """Decode rows rebuilt from stored ch12.decode.tokens_s.* records."""
-    recs = reference.lookup_all("ch12.decode.tokens_s.")
-    if not recs:
-        return []
-    fp16 = max(r.value for r in recs if ".fp16_" in r.name)
-    return [{"path": r.name.rsplit(".", 1)[1].replace("_", " "), "tokens/s": r.value, "ms/token": 1e3 / r.value,
-             "weight GB/s": r.extra.get("weight_gbs"), "× fastest FP16": r.value / fp16} for r in recs]
 
 
 def gemv_bars(rows: list[dict], device: str | None = None, note: str = "") -> Any:
@@ -115,7 +87,7 @@ def sweep_roofline(rows: list[dict], d2d_gbs: float, device: str | None = None, 
 
     pts = batch_sweep.roof_points(rows)
     if not pts:
-        raise InputError("sweep_roofline needs sweep rows (batch_sweep.sweep or stored_sweep()).")
+        raise InputError("sweep_roofline needs sweep rows (experiments.SWEEP.run()['sweep']).")
     precs = list(dict.fromkeys(batch_sweep.math_precision(p.kind) for p in pts))
     roofs = {m: (max(p.tflops for p in pts if batch_sweep.math_precision(p.kind) == m), d2d_gbs) for m in precs}
     problems = figure_check.roof_problems(
@@ -140,11 +112,3 @@ def sweep_roofline(rows: list[dict], d2d_gbs: float, device: str | None = None, 
     fig.tight_layout()
     plots.save_figure(fig, "Batch sweep on the roofline")
     return fig
-
-
-def stored_sweep() -> tuple[list[dict], float | None]:
-    """Sweep rows and the D2D rate from the stored reference (empty when none is stored)."""
-    rows = batch_sweep.rows_from_records(reference.lookup_all("ch12.sweep."))
-    d2d = reference.lookup("ch12.gemv.d2d_gbs")
-    return rows, (d2d.value if d2d else None)
-

@@ -144,7 +144,7 @@ def gemv_table(shapes: tuple[tuple[int, int], ...] = SHAPES, rounds: int = timin
             nb = v[name][0]
             rows.append({"N×K": f"{n}×{k}", "kernel": name, "µs": s.median, "weight GB/s": nb / s.median / 1e3,
                          "× FP16 cuBLAS": cublas / s.median, "× fastest FP16": fastest / s.median,
-                         "key": v[name][2], "spread": s.extra()})
+                         "key": f"{v[name][2]} {n}×{k}", "harness": timing.HARNESS, "spread": s.extra()})
         del v
         torch.cuda.empty_cache()
     return rows
@@ -206,16 +206,6 @@ def headline_spreads(rows: list[dict]) -> dict[str, spread.Spread]:
         rounds = min(by[(s, kernel)]["spread"].get("rounds", 0) for s in seven)
         out[name] = spread.Spread(lo, hi, f"min..max of {rounds} interleaved rounds, geometric mean over the 7B shapes")
     return out
-
-
-def record_rows(rows: list[dict], table: str, prefix: str = "ch12.gemv") -> None:
-    """Record each row as <prefix>.<kernel>.<NxK> (µs), with its spread, the kernel key and the table's name."""
-    for r in rows:
-        extra = {k: r[k] for k in ("weight GB/s", "× FP16 cuBLAS", "× fastest FP16") if k in r}
-        bench.record(f"{prefix}.{r['kernel'].replace(' ', '_')}.{r['N×K'].replace('×', 'x')}", r["µs"], "µs",
-                     gbs=extra.get("weight GB/s"), speedup=extra.get("× FP16 cuBLAS", extra.get("× fastest FP16")),
-                     over_fastest_fp16=extra.get("× fastest FP16"), key=f"{r['key']} {r['N×K']}", table=table,
-                     **r["spread"])
 
 
 def diagnosis(rows: list[dict], d2d_gbs: float) -> str:

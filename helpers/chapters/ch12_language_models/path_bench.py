@@ -22,7 +22,6 @@ from typing import Any
 
 import torch
 
-from helpers import bench
 from helpers.findings import NOT_RESOLVED
 from helpers.chapters.ch12_language_models import gemv_bench, timing
 from helpers.kernels import wo_gemv as wg
@@ -31,7 +30,6 @@ from helpers.quant import wo_layout
 
 PATH_SHAPES = ((11008, 4096), (28672, 8192))
 GROUPS = (32, 64, 128)
-BATCHES = (1, 2, 4, 8)
 NCU_METRICS = ("smsp__inst_executed.sum", "dram__bytes_read.sum", "lts__t_bytes.sum", "l1tex__t_bytes.sum")
 
 
@@ -85,66 +83,10 @@ def path_table(shapes: tuple[tuple[int, int], ...] = PATH_SHAPES, rounds: int = 
                          "loads / weight": None if bits == 16 else loads_per_weight(bits, i["step"], i["rows"]),
                          "activation B / weight B": None if bits == 16 else
                          wo_layout.traffic(bits, i["rows"])["activations"],
-                         "key": i["key"], "spread": s.extra()})
+                         "key": f"{i['key']} {n}×{k}", "harness": timing.HARNESS, "spread": s.extra()})
             before[i["kernel"]] = s.median
         del calls
         torch.cuda.empty_cache()
-    return rows
-
-
-def record_path(rows: list[dict]) -> None:
-    """Record each row as ch12.path.<kind>.<step>.<NxK> (µs) with its counts and spread."""
-    for r in rows:
-        step = r["step"].replace(" ", "_").replace("-", "")
-        bench.record(f"ch12.path.{r['kernel']}.{step}.{r['N×K'].replace('×', 'x')}", r["µs"], "µs",
-                     gbs=r["weight GB/s"], speedup=r["× FP16 cuBLAS"], over_step_before=r["× step before"],
-                     loads_per_weight=r["loads / weight"], act_bytes_per_weight_byte=r["activation B / weight B"],
-                     key=f"{r['key']} {r['N×K']}", table="path", step=r["step"], kind=r["kernel"], **r["spread"])
-
-
-SPREAD = ("min_us", "max_us", "q1_us", "q3_us", "rounds")
-
-
-def stored_path_rows() -> list[dict]:
-    """Path rows rebuilt from the stored ch12.path.* records."""
-    from helpers import reference
-
-    rows = []
-    for r in reference.lookup_all("ch12.path."):
-        e = r.extra
-        rows.append({"N×K": r.name.rsplit(".", 1)[1].replace("x", "×"), "kernel": e["kind"], "step": e["step"],
-                     "µs": r.value, "weight GB/s": e.get("gbs"), "× FP16 cuBLAS": e.get("speedup"),
-                     "× step before": e.get("over_step_before"), "loads / weight": e.get("loads_per_weight"),
-                     "activation B / weight B": e.get("act_bytes_per_weight_byte"),
-                     "spread": {k: e[k] for k in SPREAD} if "min_us" in e else None})
-    return rows
-
-
-def stored_profile_rows() -> list[dict]:
-    """Nsight Compute rows rebuilt from the stored ch12.path_ncu.* records."""
-    from helpers import reference
-
-    return [{"kernel": r.name.split(".")[2].replace("_", " "), "N×K": r.name.split(".")[3].replace("x", "×"),
-             "instructions / weight": r.value, "DRAM B / weight B": r.extra.get("dram"),
-             "L2 B / weight B": r.extra.get("l2"), "L1 B / weight B": r.extra.get("l1")}
-            for r in reference.lookup_all("ch12.path_ncu.")]
-
-
-def stored_table_rows(prefix: str) -> list[dict]:
-    """Group-size (ch12.group.) or batch (ch12.batch.) rows rebuilt from the stored records."""
-    from helpers import reference
-
-    rows = []
-    for r in reference.lookup_all(prefix):
-        e = r.extra
-        row = {"N×K": r.name.rsplit(".", 1)[1].replace("x", "×"), "kernel": e.get("kernel"), "µs": r.value,
-               "× FP16 cuBLAS": e.get("speedup"), "key": e.get("key")}
-        if prefix == "ch12.batch.":
-            row = {"M": e.get("batch"), **row}
-        elif e.get("bits_per_weight") is not None:
-            row["bits a weight"] = e["bits_per_weight"]
-        row["spread"] = {k: e[k] for k in SPREAD} if "min_us" in e else None
-        rows.append(row)
     return rows
 
 
@@ -221,46 +163,8 @@ def group_table(n: int = 11008, k: int = 4096, rounds: int = timing.ROUNDS) -> l
     cublas = spreads["fp16 cuBLAS"].median
     return [{"N×K": f"{n}×{k}", "kernel": name, "µs": s.median, "bits a weight": info[name][0] * 8 / (n * k),
              "weight GB/s": info[name][0] / s.median / 1e3, "× FP16 cuBLAS": cublas / s.median,
-             "key": info[name][1], "spread": s.extra()} for name, s in spreads.items()]
-
-
-def batch_table(n: int = 11008, k: int = 4096, batches: tuple[int, ...] = BATCHES,
-                rounds: int = timing.ROUNDS) -> list[dict]:
-    """FP16 cuBLAS, W8A16 and W4A16 (CUDA) and tinygemm at batch M = 1..8: the weights are read once for M rows."""
-    w, _ = gemv_bench.random_layer(n, k)
-    q4 = wo.quantize_w4(w, gemv_bench.GROUP)
-    pws = {"w8a16 CUDA": wg.prepare(wo.quantize_w8(w)), "w4a16 CUDA": wg.prepare(q4)}
-    packed, sz = gemv_bench.tinygemm_weight(q4)
-    calls, keys = {}, {}
-    gen = torch.Generator(device="cuda").manual_seed(5)
-    for m in batches:
-        x = torch.randn(m, k, device="cuda", generator=gen).half()
-        calls[f"fp16 cuBLAS m{m}"], keys[f"fp16 cuBLAS m{m}"] = gemv_bench.cublas_calls(x, w), "fp16 cuBLAS"
-        for name, pw in pws.items():
-            y = torch.empty(m, n, device="cuda", dtype=torch.float16)
-            keys[f"{name} m{m}"], calls[f"{name} m{m}"] = gemv_bench.cuda_calls(x if m > 1 else x[0], pw, out=y if m > 1 else y[0])
-        xb = x.to(torch.bfloat16)
-        tiny = [(packed, sz)] + [(packed.clone(), sz.clone()) for _ in range(gemv_bench.copies_for(packed.numel() * packed.element_size()) - 1)]
-        calls[f"w4a16 tinygemm m{m}"] = [lambda p=p, s=s, xb=xb: gemv_bench.tinygemm_linear(xb, p, s) for p, s in tiny]
-        keys[f"w4a16 tinygemm m{m}"] = "w4a16 tinygemm"
-    spreads = timing.interleaved(calls, rounds=rounds)
-    rows = []
-    for name, s in spreads.items():
-        kernel, m = name.rsplit(" m", 1)
-        base = spreads[f"fp16 cuBLAS m{m}"].median
-        rows.append({"N×K": f"{n}×{k}", "M": int(m), "kernel": kernel, "µs": s.median, "× FP16 cuBLAS": base / s.median,
-                     "key": keys[name], "spread": s.extra()})
-    return rows
-
-
-def record_table(rows: list[dict], prefix: str, table: str) -> None:
-    """Record the group or batch rows as <prefix>.<kernel>[.m<M>].<NxK> (µs) with spread and key."""
-    for r in rows:
-        m = f".m{r['M']}" if "M" in r else ""
-        key = f"{r['key']} {r['N×K']}" + (f" m{r['M']}" if r.get("M", 1) > 1 else "")
-        bench.record(f"{prefix}.{r['kernel'].replace(' ', '_')}{m}.{r['N×K'].replace('×', 'x')}", r["µs"], "µs",
-                     speedup=r["× FP16 cuBLAS"], key=key, table=table, kernel=r["kernel"], batch=r.get("M", 1),
-                     bits_per_weight=r.get("bits a weight"), **r["spread"])
+             "key": f"{info[name][1]} {n}×{k}", "harness": timing.HARNESS, "spread": s.extra()}
+            for name, s in spreads.items()]
 
 
 def _child_runs(n: int, k: int) -> list[tuple[str, wg.WoWeight, wg.Config]]:
@@ -313,14 +217,6 @@ def profile(n: int = 11008, k: int = 4096, timeout: int = 240) -> list[dict]:
     if not rows:
         raise InputError(f"ncu gave no counts (exit {done.returncode}): {done.stderr[-300:]}")
     return rows
-
-
-def record_profile(rows: list[dict]) -> None:
-    """Record each profiled kernel as ch12.path_ncu.<kernel> (instructions per weight) with its byte ratios."""
-    for r in rows:
-        bench.record(f"ch12.path_ncu.{r['kernel'].replace(' ', '_').replace('-', '')}.{r['N×K'].replace('×', 'x')}",
-                     r["instructions / weight"], "inst/weight", dram=r["DRAM B / weight B"], l2=r["L2 B / weight B"],
-                     l1=r["L1 B / weight B"])
 
 
 if __name__ == "__main__":

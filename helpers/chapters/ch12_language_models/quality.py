@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from helpers import bench, spread
+from helpers import spread
 from helpers.findings import NOT_RESOLVED
 from helpers.model_quant import lm_quant
 from helpers.models.tiny_lm import TinyLM
@@ -96,6 +96,12 @@ def pct_interval(a: np.ndarray, b: np.ndarray) -> spread.Spread:
     return spread.Spread(100 * math.expm1(d.lo), 100 * math.expm1(d.hi), d.method)
 
 
+def _ppl_spread(nll: np.ndarray) -> spread.Spread:
+    """The 95 % bootstrap interval of the perplexity over the held-out windows."""
+    s = spread.bootstrap(nll, what="held-out windows")
+    return spread.Spread(math.exp(s.lo), math.exp(s.hi), s.method)
+
+
 def quality_table(model: TinyLM, heldout: torch.Tensor, calib: torch.Tensor,
                   specs: tuple[tuple[str, dict[str, Any]], ...] = SPECS, progress: bool = True) -> list[dict]:
     """One row per scheme: weight bits, KV bits, held-out perplexity, its change from FP32 and that
@@ -110,6 +116,7 @@ def quality_table(model: TinyLM, heldout: torch.Tensor, calib: torch.Tensor,
         rows.append({"scheme": label, "weight bits": round(weight_bits(spec), 2), "KV bits": kv,
                      "perplexity": math.exp(nll.mean()), "vs FP32 %": 100 * math.expm1(nll.mean() - base.mean()),
                      "95 % interval": f"{ci.lo:+.2f}..{ci.hi:+.2f}", "_nll": nll, "_ci": ci,
+                     "_vs_lo": ci.lo, "_vs_hi": ci.hi, "_spread": _ppl_spread(nll),
                      **({"α per layer group": sorted(set(alphas.values()))} if spec.get("smooth") == "awq" else {})})
     for r in rows:
         r["lesson"] = lesson(r["scheme"], rows)
@@ -214,17 +221,3 @@ def lesson(label: str, rows: list[dict]) -> str:
         return f"FP8 for weights and activations: {v}" + _vs(rows, label, "W8A8 INT8 per token", "for INT8 per token")
     kind = label.split()[-1]
     return f"keys and values stored in {kind} (one scale per token and head): {v}"
-
-
-def record(rows: list[dict]) -> None:
-    """Record each row's perplexity as ch12.ppl.<scheme slug>."""
-    for r in rows:
-        slug = "".join(c if c.isascii() and c.isalnum() else "_" for c in r["scheme"].lower()).strip("_")
-        while "__" in slug:
-            slug = slug.replace("__", "_")
-        noise = {}
-        if "_nll" in r:
-            s = spread.bootstrap(r["_nll"], what="held-out windows")
-            noise = spread.Spread(math.exp(s.lo), math.exp(s.hi), s.method).extra()
-            noise.update(vs_fp32_lo=r["_ci"].lo, vs_fp32_hi=r["_ci"].hi)
-        bench.record(f"ch12.ppl.{slug}", r["perplexity"], "perplexity", vs_fp32_pct=r["vs FP32 %"], **noise)

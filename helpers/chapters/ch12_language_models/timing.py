@@ -55,9 +55,9 @@ def copies_for(nbytes: int, target: int = 6 * L2_BYTES, most: int = 96) -> int:
 
 def graph(fn: Callable[[], Any]) -> Callable[[], Any]:
     """Capture fn in a CUDA graph (warmed up first); return its replay."""
-    from helpers.bench import _graph_replay
+    from helpers.bench import graph_replay
 
-    return _graph_replay(fn)
+    return graph_replay(fn)
 
 
 def interleaved(calls: dict[str, list[Callable[[], Any]]], rounds: int = ROUNDS, replays: int = 3) -> dict[str, Spread]:
@@ -78,20 +78,4 @@ def geomean(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
-AGREE = 0.05  # two tables timing the same kernel and shape must agree within 5 %
-
-
-def agreement(records: list[Any]) -> list[dict]:
-    """Kernels timed in more than one table (records with the same `key` and different `table`): values, max/min."""
-    by: dict[str, dict[str, float]] = {}
-    for r in records:
-        key, table = r.extra.get("key"), r.extra.get("table")
-        if key and table and r.unit == "µs":
-            by.setdefault(key, {})[table] = r.value
-    rows = []
-    for key, tables in by.items():
-        if len(tables) > 1:
-            ratio = max(tables.values()) / min(tables.values())
-            rows.append({"kernel and shape": key, "tables": ", ".join(f"{t} {v:.2f} µs" for t, v in tables.items()),
-                         "max / min": ratio, "agree": ratio <= 1 + AGREE})
-    return rows
+AGREE = 0.05  # two tables showing the same kernel, shape and batch in one harness must agree within 5 %

@@ -7,7 +7,6 @@ import math
 import pytest
 import torch
 
-from helpers import bench
 from helpers.chapters.ch12_language_models import (batch_sweep, decode_bench, figures, gemv_bench, outliers, path_bench,
                                                    quality)
 from helpers.chapters.ch12_language_models import bench as gpu_bench
@@ -111,19 +110,43 @@ def test_path_step_verdicts_say_no_more_than_the_times():
     assert "cap its decode ratio" in decode_bench.decode_why("w4a16")
 
 
-def test_sweep_bookkeeping_round_trips_through_records():
-    rows = [{"scheme": s, "M": m, "µs": us, "TFLOP/s": 2.0 * m * batch_sweep.N * batch_sweep.K / us / 1e6,
-             "bytes": 1e8} for s, m, us in (("fp16", 1, 30), ("w4a16", 1, 10), ("w8a8 fp8", 1, 30), ("fp16", 256, 40),
-                                             ("w4a16", 256, 60), ("w8a8 fp8", 256, 25))]
-    assert batch_sweep.crossovers(rows) == {"w4a16_stops_paying_at_M": 256, "w8a8_or_fp8_fastest_from_M": 256}
-    recs = [bench.Record(f"ch12.sweep.{r['scheme'].replace(' ', '_')}.b{r['M']}", r["TFLOP/s"], "TFLOP/s", "x", "d",
-                         extra={"us": r["µs"], "bytes": r["bytes"], "M": r["M"]}) for r in rows]
-    back = batch_sweep.rows_from_records(recs)
-    assert [(r["scheme"], r["M"]) for r in back] == [(r["scheme"], r["M"]) for r in rows]
-    pts = batch_sweep.roof_points(back)
+def _sweep(points) -> list[dict]:
+    return [{"scheme": s, "M": m, "µs": us, "TFLOP/s": 2.0 * m * batch_sweep.N * batch_sweep.K / us / 1e6,
+             "bytes": 1e8, "lo_us": us * 0.98, "hi_us": us * 1.02, "key": None, "harness": "h", "spread": None}
+            for s, m, us in points]
+
+
+def test_sweep_rows_round_trip_through_their_records_and_draw(monkeypatch):
+    from helpers import records
+    from helpers.chapters.ch12_language_models import tables
+
+    monkeypatch.setitem(records._session, "records", [])
+    monkeypatch.delenv(records.RESULTS_VAR, raising=False)
+    rows = _sweep((("fp16", 1, 30), ("w4a16", 1, 10), ("w8a8 fp8", 1, 30), ("fp16", 256, 40), ("w4a16", 256, 60),
+                   ("w8a8 fp8", 256, 25)))
+    assert tables.SWEEP.stored_rows(tables.SWEEP.record(rows)) == rows
+    pts = batch_sweep.roof_points(rows)
     assert pts[0].intensity == pytest.approx(2.0 * batch_sweep.N * batch_sweep.K / 1e8)
     for fig in (figures.sweep_plot(rows), figures.sweep_roofline(rows, 4000.0)):
         assert fig.axes[0].get_title()
+
+
+def test_the_batch_table_reads_the_sweeps_own_timings():
+    rows = _sweep((("fp16", 2, 30), ("w4a16", 2, 10), ("w8a8 fp8", 2, 30), ("fp16", 16, 40), ("w4a16", 16, 60)))
+    batch = batch_sweep.batch_rows(rows)
+    assert [(r["kernel"], r["M"], r["µs"]) for r in batch] == [("fp16 cuBLAS", 2, 30), ("w4a16 CUDA", 2, 10)]
+    assert batch[1]["× FP16 cuBLAS"] == 3.0
+
+
+def test_the_fastest_scheme_is_a_set_of_m_resolved_against_the_spread_not_a_first_crossing():
+    # issue 37: W4A16 dips at M = 8 (its GEMV's dispatch), wins again at 16; FP8 wins, apart, only from 32
+    rows = _sweep((("fp16", 8, 28.0), ("w4a16", 8, 61.7), ("w8a8 fp8", 8, 27.5),
+                   ("fp16", 16, 28.5), ("w4a16", 16, 27.1), ("w8a16", 16, 26.2), ("w8a8 fp8", 16, 29.0),
+                   ("fp16", 32, 40.0), ("w4a16", 32, 45.0), ("w8a8 fp8", 32, 30.0)))
+    said = batch_sweep.fastest_sentence(rows)
+    assert batch_sweep.fastest(rows) == {8: ("w8a8 fp8", "fp16"), 16: ("w8a16", "w4a16"), 32: ("w8a8 fp8",)}
+    assert "w8a8 fp8 at M = 32" in said and "M = 8 (w8a8 fp8, fp16)" in said and "M = 16 (w8a16, w4a16)" in said
+    assert "stops" not in said and "from M" not in said
 
 
 def test_decode_summary_and_diagnosis():

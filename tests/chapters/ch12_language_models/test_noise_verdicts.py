@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from helpers import bench, findings, reference
-from helpers.chapters.ch12_language_models import batch_sweep, figures, gemv_bench, outliers, path_bench, quality
+from helpers.chapters.ch12_language_models import batch_sweep, experiments, gemv_bench, outliers, path_bench, quality
 from helpers.findings import NOT_RESOLVED
 from helpers.spread import Spread
 
@@ -52,7 +52,7 @@ def test_a_target_inside_the_rows_spread_is_not_resolved(monkeypatch):
 
 
 def test_the_stored_w4a16_gemv_verdict_follows_its_rows_spread():
-    rows = figures.stored_gemv_rows()
+    rows = experiments.GEMV.run(stored=True)["gemv"]
     target = reference.TARGETS_BY_NAME["llm.gemv.w4a16_over_fp16"]
     s = gemv_bench.headline_spreads(rows).get("llm.gemv.w4a16_over_fp16")
     if s is None:
@@ -119,33 +119,31 @@ def test_the_outlier_summary_gives_each_cost_its_interval_against_fp32():
     assert f"floating point: " in said and f"({NOT_RESOLVED}: " in said.split("floating point: ")[1]
 
 
-def test_sweep_crossovers_say_when_the_points_compared_are_inside_their_noise():
+def test_the_fastest_scheme_says_when_its_lead_is_inside_the_noise():
     def row(s: str, m: int, us: float, w: float | None) -> dict:
-        r = {"scheme": s, "M": m, "µs": us, "TFLOP/s": 1.0, "bytes": 1e8}
-        return r if w is None else {**r, "lo_us": us - w, "hi_us": us + w}
+        return {"scheme": s, "M": m, "µs": us, "TFLOP/s": 1.0, "bytes": 1e8,
+                "lo_us": None if w is None else us - w, "hi_us": None if w is None else us + w}
 
     def rows(w: float | None) -> list[dict]:
         return [row(s, m, us, w) for s, m, us in (("fp16", 1, 30), ("w4a16", 1, 10), ("w8a8 fp8", 1, 30),
                                                   ("fp16", 256, 40), ("w4a16", 256, 41), ("w8a8 fp8", 256, 39.5))]
-    cross = batch_sweep.crossovers(rows(None))
-    assert "(no spread stored at that M)" in batch_sweep.crossover_sentence(rows(None), cross)
-    noisy = batch_sweep.crossover_sentence(rows(2.0), cross)
-    assert noisy.count(f"({NOT_RESOLVED} at that M)") == 2
-    clean = batch_sweep.crossover_sentence(rows(0.1), cross)
-    assert clean == ("Weight-only INT4 stops beating FP16 at M = 256; an 8-bit-activation GEMM (INT8 or FP8) is "
-                     "the fastest from M = 256.")
-    recs = [bench.Record(f"ch12.sweep.{r['scheme'].replace(' ', '_')}.b{r['M']}", 1.0, "TFLOP/s", "x", "d",
-                         extra={"us": r["µs"], "bytes": r["bytes"], "M": r["M"], "lo_us": r["lo_us"],
-                                "hi_us": r["hi_us"]}) for r in rows(0.1)]
-    assert batch_sweep.rows_from_records(recs)[0]["lo_us"] == pytest.approx(29.9)
+    assert batch_sweep.fastest(rows(None))[256] == ("w8a8 fp8", "fp16", "w4a16")  # no spread: nothing resolved
+    noisy = batch_sweep.fastest_sentence(rows(2.0))
+    assert f"{NOT_RESOLVED.capitalize()}: M = 256 (w8a8 fp8, fp16, w4a16)" in noisy and "w4a16 at M = 1" in noisy
+    clean = batch_sweep.fastest_sentence(rows(0.1))
+    assert clean == ("Fastest, apart from every other scheme by more than the rounds' spread: w4a16 at M = 1; "
+                     "w8a8 fp8 at M = 256.")
 
 
-def test_the_gemv_section_records_each_headline_with_its_spread(monkeypatch):
-    from helpers.chapters.ch12_language_models import bench as gpu_bench
+def test_the_gemv_experiment_records_each_headline_with_its_spread(monkeypatch):
+    import dataclasses
 
     monkeypatch.setitem(bench._session, "records", [])
     monkeypatch.delenv("WORKBOOK_RESULTS", raising=False)
-    monkeypatch.setattr(gemv_bench, "gemv_table", lambda: _gemv_rows(9.8, 10.2))
-    gpu_bench.gemv_section(4000.0)
+    rows = {"gemv": [{**r, "harness": "h"} for r in _gemv_rows(9.8, 10.2)],
+            "d2d": [{"copy": "torch device-to-device", "GB/s": 4000.0}]}
+    result = dataclasses.replace(experiments.GEMV, measure=lambda: rows, needs="cpu").run()
+    assert result.measured and result.value("ch12.gemv.d2d_gbs") == 4000.0
     rec = next(r for r in bench.session_records() if r.name == "llm.gemv.w4a16_over_fp16")
     assert (rec.extra["lo"], rec.extra["hi"]) == pytest.approx((26.5 / 10.2, 27.5 / 9.8))
+    assert sum(r.name.startswith("ch12.gemv.") and r.unit == "µs" for r in bench.session_records()) == 6

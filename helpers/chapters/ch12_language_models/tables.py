@@ -1,0 +1,140 @@
+"""Chapter 12's tables, each declared once: how its rows become records and come back from a stored run.
+
+Every timed row carries `key` (the kernel's words, its shape and, above M = 1, its batch) and `harness` (how
+it was timed): a kernel at one shape and batch shown in two tables must agree, or say which harnesses differ
+(``agreement``). Records stored before these declarations are read by each table's `legacy` hook: their
+names hold the columns the extras did not, and their harness is the one their code used then.
+
+Serves: chapter 12.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from helpers.chapters.ch12_language_models.timing import AGREE, HARNESS
+from helpers.experiment import Table
+from helpers.records import Record
+
+SPREAD = ("min_us", "max_us", "q1_us", "q3_us", "rounds")
+# how the batch sweep was timed before it joined the interleaved rounds (stored runs up to 2026-12-05)
+SWEEP_HARNESS_BEFORE = "CUDA-graph replay, one scheme at a time (p10..p90 of 10 replays)"
+TIMED = {"µs": "us"}
+
+
+def _shape_from_name(r: Record) -> dict[str, Any]:
+    """The 'N×K' of a record named '….<N>x<K>' (before the shape rode in its extras), and the old harness."""
+    return {"N×K": r.name.rsplit(".", 1)[1].replace("x", "×"), "harness": HARNESS}
+
+
+def _gemv_legacy(r: Record) -> dict[str, Any] | None:
+    parts = r.name.split(".")
+    if len(parts) != 4 or "speedup" not in r.extra:
+        return None
+    return {"kernel": parts[2].replace("_", " "), **_shape_from_name(r)}
+
+
+GEMV = Table("ch12.gemv", keys=("N×K", "kernel"), value="µs", unit="µs",
+             fields={"weight GB/s": "gbs", "× FP16 cuBLAS": "speedup", "× fastest FP16": "over_fastest_fp16",
+                     "key": "key", "harness": "harness"},
+             spread="spread", spread_fields=SPREAD, name="{kernel}.{N×K}", tag="gemv", legacy=_gemv_legacy)
+
+PATH = Table("ch12.path", keys={"N×K": "shape", "kernel": "kind", "step": "step"}, value="µs", unit="µs",
+             fields={"weight GB/s": "gbs", "× FP16 cuBLAS": "speedup", "× step before": "over_step_before",
+                     "loads / weight": "loads_per_weight", "activation B / weight B": "act_bytes_per_weight_byte",
+                     "key": "key", "harness": "harness"},
+             spread="spread", spread_fields=SPREAD, name="{kernel}.{step}.{N×K}", tag="path", legacy=_shape_from_name)
+
+
+def _ncu_legacy(r: Record) -> dict[str, Any]:
+    parts = r.name.split(".")
+    return {"kernel": parts[2].replace("_", " "), "N×K": parts[3].replace("x", "×")}
+
+
+PROFILE = Table("ch12.path_ncu", keys=("kernel", "N×K"), value="instructions / weight", unit="inst/weight",
+                fields={"DRAM B / weight B": "dram", "L2 B / weight B": "l2", "L1 B / weight B": "l1"},
+                name="{kernel}.{N×K}", tag="path_ncu", legacy=_ncu_legacy)
+
+GROUP = Table("ch12.group", keys=("N×K", "kernel"), value="µs", unit="µs",
+              fields={"bits a weight": "bits_per_weight", "weight GB/s": "gbs", "× FP16 cuBLAS": "speedup",
+                      "key": "key", "harness": "harness"},
+              spread="spread", spread_fields=SPREAD, name="{kernel}.{N×K}", tag="group", legacy=_shape_from_name)
+
+BATCH = Table("ch12.batch", keys={"N×K": "shape", "M": "batch", "kernel": "kernel"}, value="µs", unit="µs",
+              fields={"× FP16 cuBLAS": "speedup", "key": "key", "harness": "harness"},
+              spread="spread", spread_fields=SPREAD, name="{kernel}.m{M}.{N×K}", tag="batch", legacy=_shape_from_name)
+
+
+def _sweep_legacy(r: Record) -> dict[str, Any] | None:
+    parts = r.name.split(".")
+    if len(parts) != 4 or "us" not in r.extra:
+        return None
+    return {"scheme": parts[2].replace("_", " "), "key": None, "harness": SWEEP_HARNESS_BEFORE}
+
+
+SWEEP = Table("ch12.sweep", keys=("scheme", "M"), value="TFLOP/s", unit="TFLOP/s",
+              fields={"µs": "us", "bytes": "bytes", "lo_us": "lo_us", "hi_us": "hi_us", "key": "key",
+                      "harness": "harness"},
+              spread="spread", spread_fields=SPREAD, name="{scheme}.b{M}", tag="sweep", legacy=_sweep_legacy)
+
+
+def _decode_legacy(r: Record) -> dict[str, Any]:
+    return {"path": r.name.rsplit(".", 1)[1].replace("_", " "), "ms/token": r.extra.get("ms_per_token"),
+            "weight GB/s": r.extra.get("weight_gbs")}
+
+
+DECODE = Table("ch12.decode.tokens_s", keys=("path",), value="tokens/s", unit="tokens/s",
+               fields={"ms/token": "ms_per_token", "weights GB": "weights_gb", "weight GB/s": "weight_gbs",
+                       "of D2D": "of_d2d", "× fastest FP16": "over_fastest_fp16", "layers": "layers",
+                       "context": "context"},
+               spread="spread", spread_fields=SPREAD, tag="decode", legacy=_decode_legacy)
+
+SPLIT = Table("ch12.decode.split", keys=("kind", "part"), value="ms/step", unit="ms", fields=("share",),
+              example={"kind": "w4a16", "part": "GEMV", "ms/step": 1.5, "share": 0.6})
+
+def ppl_slug(row: Mapping[str, Any]) -> str:
+    """A quality row's record-name tail: the scheme in lower case, every other character an underscore."""
+    slug = "".join(c if c.isascii() and c.isalnum() else "_" for c in str(row["scheme"]).lower()).strip("_")
+    while "__" in slug:
+        slug = slug.replace("__", "_")
+    return slug
+
+
+QUALITY = Table("ch12.ppl", keys=("scheme",), value="perplexity", unit="perplexity",
+                fields={"vs FP32 %": "vs_fp32_pct", "_vs_lo": "vs_fp32_lo", "_vs_hi": "vs_fp32_hi"},
+                spread="_spread", name=ppl_slug, tag="ppl",
+                legacy=lambda r: {"scheme": r.name.rsplit(".", 1)[1]})
+
+D2D = Table("ch12.copy", keys=("copy",), value="GB/s", unit="GB/s",
+            example={"copy": "torch device-to-device", "GB/s": 4000.0})
+
+
+def decode_rows(rows: list[dict]) -> list[dict]:
+    """Decode rows with '× fastest FP16' filled in where a stored row lacks it (the paths' ratio to the fastest
+    FP16 path of the same run)."""
+    fp16 = max((r["tokens/s"] for r in rows if r["path"].startswith("fp16")), default=None)
+    return [{**r, "× fastest FP16": r["× fastest FP16"] if r.get("× fastest FP16") is not None or not fp16
+             else r["tokens/s"] / fp16} for r in rows]
+
+
+def agreement(tables: Mapping[str, Iterable[Mapping[str, Any]]]) -> list[dict]:
+    """Kernels shown in more than one table ({table name: rows}), by their `key`: each table's µs and harness,
+    max / min, and whether they agree within AGREE — or why they may differ (another harness)."""
+    by: dict[str, dict[str, tuple[float, str]]] = {}
+    for table, rows in tables.items():
+        for r in rows:
+            if r.get("key") and r.get("µs") is not None:
+                by.setdefault(r["key"], {})[table] = (float(r["µs"]), r.get("harness") or HARNESS)
+    out = []
+    for key, seen in by.items():
+        if len(seen) < 2:
+            continue
+        values = [v for v, _ in seen.values()]
+        harnesses = {h for _, h in seen.values()}
+        ratio = max(values) / min(values)
+        out.append({"kernel and shape": key,
+                    "tables": ", ".join(f"{t} {v:.2f} µs" for t, (v, _) in seen.items()), "max / min": ratio,
+                    "agree": ratio <= 1 + AGREE if len(harnesses) == 1 else
+                    "another harness: " + " vs ".join(sorted(harnesses))})
+    return out
