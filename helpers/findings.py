@@ -16,13 +16,21 @@ Noise: a verdict never calls a difference a finding when it lies inside the meas
 verdicts below read the spreads that ``sentence`` hands them (``Values.spreads``) and then say
 ``NOT_RESOLVED`` ("not resolved at this noise", 中文 ``NOT_RESOLVED_ZH``) instead of faster/slower.
 
+A measurement whose rounds lie beyond a stated physical bound (``beyond_bound``: an overlap that
+gained more than the two stage times allow) is not noise but a ``DISTURBED`` measurement ("disturbed
+measurement", 中文 ``DISTURBED_ZH``): it is measured again, and a stored one is never read as a finding.
+
+``overheard()`` lists every sentence built while it is open (template, values, verdict), so that
+``helpers.tools.audit`` can judge each printed verdict against every stored run.
+
 Serves: core — used by chapters 1–12 and labs 06, 08, 12, 13.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from helpers.errors import InputError
 from helpers.spread import Spread, of_record
@@ -31,6 +39,9 @@ HERE = "here"
 DEFAULT_SOURCES = (HERE, "h200", "cpu")
 NOT_RESOLVED = "not resolved at this noise"
 NOT_RESOLVED_ZH = "在此噪声下无法分辨"
+DISTURBED = "disturbed measurement"
+DISTURBED_ZH = "测量受到干扰"
+BOUND_SLACK = 0.05  # a round may exceed its physical bound by this fraction of it (timing noise), no more
 Verdict = Callable[[Mapping[str, float]], str]
 
 
@@ -65,6 +76,45 @@ class Measured:
 
     def __str__(self) -> str:
         return f"{self.value:.3g} {self.unit}".strip()
+
+
+@dataclass(frozen=True)
+class Said:
+    """One sentence as built: its template, the measurement names and values it read, and its verdict."""
+
+    template: str
+    names: dict[str, str]
+    values: dict[str, float]
+    verdict: str
+    text: str
+    spreads: dict[str, Spread] = field(default_factory=dict)
+
+
+_HEARD: list[list[Said]] = []  # the open overheard() lists
+
+
+@contextlib.contextmanager
+def overheard() -> Iterator[list[Said]]:
+    """Collect every sentence built while open: ``with findings.overheard() as said: ...``."""
+    said: list[Said] = []
+    _HEARD.append(said)
+    try:
+        yield said
+    finally:
+        _HEARD.remove(said)
+
+
+def beyond_bound(spread: Spread | None, bound: float | None, slack: float = BOUND_SLACK) -> bool:
+    """True when the rounds of a value reach above its physical `bound` (by more than `slack` of it): a
+    disturbed measurement, to be measured again, never noise. False without a spread or a bound."""
+    if spread is None or bound is None:
+        return False
+    return spread.hi > bound + slack * max(1.0, abs(bound))
+
+
+def above_bound(rounds: Sequence[float], bound: float, slack: float = BOUND_SLACK) -> list[int]:
+    """Indices of the rounds that lie above the physical `bound` (by more than `slack` of it)."""
+    return [i for i, r in enumerate(rounds) if r > bound + slack * max(1.0, abs(bound))]
 
 
 def get(name: str, sources: Sequence[str] = DEFAULT_SOURCES) -> Measured | None:
@@ -110,8 +160,12 @@ def sentence(template: str, names: Mapping[str, str], verdict: Verdict | None = 
                            "nothing to conclude.")
     values = Values({k: m.value for k, m in found.items() if m is not None},
                     {k: m.spread for k, m in found.items() if m is not None})
-    text = template.format(**values, verdict=verdict(values) if verdict else "")
-    return f"{text} {_provenance({k: m for k, m in found.items() if m is not None})}"
+    said = verdict(values) if verdict else ""
+    text = template.format(**values, verdict=said)
+    text = f"{text} {_provenance({k: m for k, m in found.items() if m is not None})}"
+    for heard in _HEARD:
+        heard.append(Said(template, dict(names), dict(values), said, text, dict(values.spreads)))
+    return text
 
 
 def say(template: str, names: Mapping[str, str], verdict: Verdict | None = None,
