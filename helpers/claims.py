@@ -153,7 +153,10 @@ def gather(names: tuple[str, ...] | list[str]) -> tuple[dict[str, float | None],
 
 def judge(claim: Claim, measured: Values | None = None) -> dict[str, str]:
     """One claim judged: {claim, evidence, verdict, verdict_zh, summary_zh, baseline, from, source}."""
-    values, where = (dict(measured), "given values") if measured is not None else gather(claim.needs)
+    from helpers.findings import Values as WithSpreads
+
+    given = None if measured is None else WithSpreads(measured, getattr(measured, "spreads", None))
+    values, where = (given, "given values") if given is not None else gather(claim.needs)
     evidence, verdict = claim.judge(values)
     summary = claim.summary_zh(values) if callable(claim.summary_zh) else claim.summary_zh
     if not claim.needs:
