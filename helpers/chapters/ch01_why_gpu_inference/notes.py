@@ -22,9 +22,12 @@ SPEEDUP_BATCHES = (1, 8)
 def _bert(m: Values) -> tuple[str, str]:
     cpu, gpu = m.get("ch01.bert_base.cpu_ms.b1"), m.get("ch01.bert_base.gpu_ms.b1")
     int8, fp16 = TRT_A100_BERT_MS[1]
-    # the GPU side names an A100: judged by the A100's published figure; this machine's GPU is only shown
-    verdict = combine({"the CPU side": in_range(cpu, 200, 300), "the GPU side": in_range(fp16, 5, 8)})
-    return (f"BERT-base batch 1: CPU {fmt(cpu, 'ms')} on this machine's cores; on an A100, TensorRT is published at "
+    # The claim names a Xeon Gold and an A100. The GPU side is judged by the A100's published figure; no published
+    # Xeon Gold figure is stored, and this machine's CPU (a VM's share, or the 2-core CI machine) is not one, so
+    # the CPU side is shown, not judged: it read 'holds' on the CI machine and "doesn't" on the GPU host.
+    verdict = combine({"the CPU side": NOT_MEASURED, "the GPU side": in_range(fp16, 5, 8)})
+    return (f"BERT-base batch 1: this machine's CPU (not a Xeon Gold) {fmt(cpu, 'ms')}; on an A100, TensorRT is "
+            "published at "
             f"{fp16} ms (FP16) and {int8} ms (INT8); this machine's GPU (FP32 eager PyTorch, not an A100) "
             f"{fmt(gpu, 'ms')}"), verdict
 

@@ -24,11 +24,11 @@ def test_verdicts_follow_the_numbers():
          "ch01.tiny_mlp.crossover_batch": 4096.0,
          ch01.CPU_BW_ALL: 80.0, ch01.CPU_BW_ONE: 12.0, ch01.GPU_BW: 1500.0}
     assert set(list(_verdicts(m).values())[1:3]) == {"holds"}
-    assert list(_verdicts(m).values())[0] == "depends: holds for the CPU side"  # the A100's published 0.64 ms
+    assert list(_verdicts(m).values())[0] == "doesn't hold (partly measured)"  # the A100's published 0.64 ms
     m2 = dict(m, **{"ch01.bert_base.cpu_ms.b1": 40.0, "ch01.speedup.bert_base.b1": 2.0,
                     "ch01.tiny_mlp.gpu_e2e_ms.b1": 0.01, ch01.GPU_BW: 4300.0})
     v = list(_verdicts(m2).values())
-    assert v[0] == claims.FAILS
+    assert v[0] == "doesn't hold (partly measured)"
     assert v[1] == "depends: holds for bert_base b8, resnet50 b1, resnet50 b8"
     assert v[2] == claims.FAILS
     assert v[3] == claims.OUTDATED
@@ -87,6 +87,6 @@ def test_cpu_bandwidth_is_measured_with_every_core(monkeypatch):
 
 def test_bert_latency_gpu_side_is_judged_by_the_a100_figure_not_this_gpu():
     """Old rule: the A100's 5-8 ms judged by this H200's eager FP32 time: 5.2 ms 'holds', 3.4 ms 'doesn't'."""
-    for gpu in (5.2, 3.4):
-        evidence, verdict = ch01.CLAIMS[0].judge({"ch01.bert_base.cpu_ms.b1": 35.0, "ch01.bert_base.gpu_ms.b1": gpu})
-        assert verdict == claims.FAILS and "not an A100" in evidence
+    for cpu, gpu in ((250.0, 5.2), (35.0, 3.4)):  # the CI machine's CPU once read 'holds' for the CPU side
+        evidence, verdict = ch01.CLAIMS[0].judge({"ch01.bert_base.cpu_ms.b1": cpu, "ch01.bert_base.gpu_ms.b1": gpu})
+        assert verdict == "doesn't hold (partly measured)" and "not an A100" in evidence
