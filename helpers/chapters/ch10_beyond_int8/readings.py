@@ -282,13 +282,17 @@ def video_overlap(values: Mapping[str, float]) -> str:
 def video_sentence() -> str:
     """The video-overlap sentence from the record: the gain, its spread, and why when it lost."""
     from helpers import findings
+    from helpers.chapters.ch10_beyond_int8 import readings_zh
 
     names = {"v": VIDEO}
     if findings.get(VIDEO_SLOWDOWN) is not None:
         names["s"] = VIDEO_SLOWDOWN
     return findings.sentence("Overlapping the CPU's preprocessing of frame i+1 with the GPU's model on frame i "
                              "changes the frame rate by {v:+.0%}: {verdict}.", names, video_overlap,
-                             missing="The video overlap needs a GPU, and no stored GPU run holds it yet.")
+                             missing="The video overlap needs a GPU, and no stored GPU run holds it yet.",
+                             zh="CPU 预处理第 i+1 帧与 GPU 运行第 i 帧的模型重叠后，帧率变化 {v:+.0%}：{verdict}。",
+                             verdict_zh=readings_zh.video_overlap,
+                             missing_zh="视频重叠需要 GPU，已保存的 GPU 运行中还没有这项结果。")
 
 
 DESCRIPTIONS = {

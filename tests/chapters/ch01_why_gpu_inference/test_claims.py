@@ -63,13 +63,16 @@ def test_sentences_follow_this_session_first():
     bench.record(ch01.CPU_BW_ONE, 10.0, "GB/s")
     bench.record(ch01.GPU_BW, 4000.0, "GB/s")
     assert readings.bandwidth() == ("CPU copy bandwidth 40.0 GB/s with all cores (10.0 GB/s on one core); GPU copy "
-                                    "4,000 GB/s: the GPU moves 100× what all these CPU cores move. (measured here)")
+                                    "4,000 GB/s: the GPU moves 100× what all these CPU cores move. (measured here)\n"
+                                    "CPU 全部核心的拷贝带宽 40.0 GB/s（单核 10.0 GB/s）；GPU 拷贝 4,000 GB/s："
+                                    "GPU 搬运的数据量是这些 CPU 核心全部加起来的 100 倍。（本次测量）")
     bench.record("ch01.bert_base.gpu_ms.b1", 4.0, "ms")
     bench.record("ch01.bert_base.gpu_ms.b32", 8.0, "ms")
     text = readings.growth("bert_base")
     assert "batch 32 takes 2.0× the time of batch 1 for 32× the work" in text and "far from busy" in text
     bench.record("ch01.bert_base.gpu_e2e_ms.b1", 6.0, "ms")
     assert "the copies add 2.00 ms (33% of the total)" in readings.copy_cost("bert_base", 1)
+    assert "拷贝增加 2.00 ms（占总时间 33%）。（本次测量）" in readings.copy_cost("bert_base", 1)
     bench.record("ch01.bert_base.gpu_e2e_ms.b1", 4.05, "ms")
     assert "within the run-to-run noise" in readings.copy_cost("bert_base", 1)
 

@@ -287,3 +287,17 @@ def test_a_round_beyond_the_bound_is_measured_again():
     check = figure_check.recheck(range(4), [0.1, 1.1, 0.2, 0.15], lambda _: next(again),
                                  flag=lambda _, v: findings.above_bound(v, 0.4))
     assert check.flagged == (1,) and check.per_item[1] == 0.25 and check.persistent == ()
+
+
+def test_chinese_twins_reach_the_same_verdicts(monkeypatch):
+    from helpers.chapters.ch10_beyond_int8 import readings_zh
+
+    monkeypatch.setattr(readings, "_bound", lambda name=readings.VIDEO: 0.40)
+    assert readings_zh.video_overlap(measured({"v": -0.16}, v=spread(-0.25, 1.14))).startswith(findings.DISTURBED_ZH)
+    assert readings_zh.sparsity_gain(measured({"f": 0.81, "i": 0.91}, f=spread(0.80, 0.82),
+                                              i=spread(0.90, 0.92))).startswith("在此软件栈上是损失")
+    overlap = measured({"d": 1.04, "s": 1.10}, d=spread(0.95, 1.12), s=spread(1.05, 1.20))
+    assert readings_zh.dynamic_vs_static(overlap).startswith(findings.NOT_RESOLVED_ZH)
+    assert readings_zh.layout_gain({"f": 1.2, "i": 1.5}).startswith("按数字看") and readings_zh.NO_SPREAD_ZH in \
+        readings_zh.layout_gain({"f": 1.2, "i": 1.5})
+    assert "更快" in readings_zh.copies_sentence(measured({"p": 8.0, "o": 1.3}, p=spread(7.5, 8.4), o=spread(1.2, 1.35)))
