@@ -12,7 +12,7 @@ Serves: chapter 10.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from helpers.errors import InputError
 from helpers.findings import DISTURBED, NOT_RESOLVED, beyond_bound, spread_of
@@ -279,10 +279,10 @@ def video_overlap(values: Mapping[str, float]) -> str:
             "the cost is in handing batches between the threads")
 
 
-def video_sentence() -> str:
-    """The video-overlap sentence from the record: the gain, its spread, and why when it lost."""
+def video_sentence(verdict_zh: Callable[[Mapping[str, float]], str] | None = None) -> str:
+    """The video-overlap sentence from the record: the gain, its spread, and why when it lost; its 中文 twin
+    follows with `verdict_zh` (readings_zh.video_overlap, passed in: that module builds on this one)."""
     from helpers import findings
-    from helpers.chapters.ch10_beyond_int8 import readings_zh
 
     names = {"v": VIDEO}
     if findings.get(VIDEO_SLOWDOWN) is not None:
@@ -290,8 +290,9 @@ def video_sentence() -> str:
     return findings.sentence("Overlapping the CPU's preprocessing of frame i+1 with the GPU's model on frame i "
                              "changes the frame rate by {v:+.0%}: {verdict}.", names, video_overlap,
                              missing="The video overlap needs a GPU, and no stored GPU run holds it yet.",
-                             zh="CPU 预处理第 i+1 帧与 GPU 运行第 i 帧的模型重叠后，帧率变化 {v:+.0%}：{verdict}。",
-                             verdict_zh=readings_zh.video_overlap,
+                             zh=None if verdict_zh is None else
+                             "CPU 预处理第 i+1 帧与 GPU 运行第 i 帧的模型重叠后，帧率变化 {v:+.0%}：{verdict}。",
+                             verdict_zh=verdict_zh,
                              missing_zh="视频重叠需要 GPU，已保存的 GPU 运行中还没有这项结果。")
 
 
