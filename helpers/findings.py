@@ -284,7 +284,7 @@ def against_target(name: str, subject: str, sources: Sequence[str] = DEFAULT_SOU
 
     def verdict(v: Mapping[str, float], zh: bool = False) -> str:
         met, s = t.met(v["x"]), spread_of(v, "x")
-        if t.straddled(s):
+        if s is not None and t.straddled(s):
             return (f"目标 {t.text}：{NOT_RESOLVED_ZH}，{s.lo:.3g}..{s.hi:.3g}" if zh else
                     f"target {t.text}: {NOT_RESOLVED}, {s.lo:.3g}..{s.hi:.3g}")
         if met is None:

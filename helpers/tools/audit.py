@@ -25,6 +25,7 @@ from __future__ import annotations
 import ast
 import builtins
 import contextlib
+import functools
 import io
 import json
 import re
@@ -82,12 +83,12 @@ def as_run(run: Run) -> Iterator[None]:
     """Make every stored-record lookup (helpers.reference, helpers.findings) read `run` alone, with no session."""
     saved = reference.load, bench.session_records, reference.session_records
     reference.load = lambda source="h200": run.records  # type: ignore[assignment]
-    bench.session_records = lambda: []  # type: ignore[assignment]
-    reference.session_records = bench.session_records  # type: ignore[assignment]
+    bench.session_records = lambda: []
+    reference.session_records = bench.session_records
     try:
         yield
     finally:
-        reference.load, bench.session_records, reference.session_records = saved  # type: ignore[assignment]
+        reference.load, bench.session_records, reference.session_records = saved
 
 
 # ---- the rules, on plain data ------------------------------------------------------------------------------
@@ -222,7 +223,7 @@ def _calls(path: Path) -> tuple[list[str], list[tuple[str, str]]]:
 
 def printed_calls(root: Path = ROOT) -> list[tuple[str, Callable[[], Any]]]:
     """Every call a notebook prints that reads only helpers (no notebook variable): [(where, thunk)]."""
-    out = []
+    out: list[tuple[str, Callable[[], Any]]] = []
     for d in NOTEBOOK_DIRS:
         for path in sorted((root / d).glob("*.ipynb")):
             imports, calls = _calls(path)
@@ -234,7 +235,7 @@ def printed_calls(root: Path = ROOT) -> list[tuple[str, Callable[[], Any]]]:
                 code = ast.parse(src, mode="eval")
                 free = {n.id for n in ast.walk(code) if isinstance(n, ast.Name)}
                 if free and free <= set(ns) | set(dir(builtins)):
-                    out.append((f"{where}: {src[:60]}", lambda src=src, ns=ns: eval(src, ns)))  # noqa: S307
+                    out.append((f"{where}: {src[:60]}", functools.partial(eval, src, ns)))  # the notebook's call
     return out
 
 
@@ -290,12 +291,13 @@ def sweeps() -> list[Problem]:
     others = tuple(sorted({r["scheme"] for r in rows} - set(a8)))
     cross = batch_sweep.crossovers(rows)
     out = []
-    if cross.get("w4a16_stops_paying_at_M") is not None:
+    stop, take = cross.get("w4a16_stops_paying_at_M"), cross.get("w8a8_or_fp8_fastest_from_M")
+    if stop is not None:
         out += later_contradictions("chapter 12 crossover: weight-only INT4 stops beating FP16", sweep, ("fp16",), w4,
-                                    cross["w4a16_stops_paying_at_M"])
-    if cross.get("w8a8_or_fp8_fastest_from_M") is not None:
+                                    stop)
+    if take is not None:
         out += later_contradictions("chapter 12 crossover: an 8-bit-activation GEMM is the fastest", sweep, a8, others,
-                                    cross["w8a8_or_fp8_fastest_from_M"])
+                                    take)
     return out + _sweep_roofs(rows)
 
 
@@ -315,7 +317,7 @@ def _sweep_roofs(rows: list[dict]) -> list[Problem]:
         return real(points, roofs, *a, **k)
 
     d2d = reference.lookup("ch12.gemv.d2d_gbs") or reference.lookup("gemv.d2d_gbs")
-    figure_check.roof_problems = spy  # type: ignore[assignment]
+    figure_check.roof_problems = spy
     try:
         with contextlib.redirect_stdout(io.StringIO()):
             fig = figures.sweep_roofline(rows, d2d.value if d2d else 4000.0)
@@ -323,7 +325,7 @@ def _sweep_roofs(rows: list[dict]) -> list[Problem]:
     except Exception:  # noqa: BLE001 - a roofline that cannot be drawn from this run has no roofs to judge
         return []
     finally:
-        figure_check.roof_problems = real  # type: ignore[assignment]
+        figure_check.roof_problems = real
     return [p for points, roofs in seen for p in fitted_roofs("chapter 12 sweep roofline", points, roofs)]
 
 

@@ -261,7 +261,7 @@ def video_overlap(values: Mapping[str, float]) -> str:
     v, s, bound = values["v"], values.get("s"), _bound()
     spread = spread_of(values, "v")
     of_bound = "" if bound is None else f" (the bound for these two stage times: {bound:+.0%})"
-    if beyond_bound(spread, bound):
+    if spread is not None and bound is not None and beyond_bound(spread, bound):
         return disturbed(spread, bound)
     if spread is not None and spread.contains(0.0):
         return f"{NOT_RESOLVED}: the rounds ranged from {spread.lo:+.0%} to {spread.hi:+.0%}{of_bound}"
