@@ -28,6 +28,7 @@ import contextlib
 import functools
 import io
 import json
+import os
 import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -305,7 +306,7 @@ def _sweep_roofs(rows: list[dict]) -> list[Problem]:
     """Rule 'roof' on chapter 12's sweep roofline: the roofs it draws, caught as the figure check reads them."""
     import matplotlib
 
-    from helpers import figure_check
+    from helpers import figure_check, plots
     from helpers.chapters.ch12_language_models import figures
 
     matplotlib.use("Agg")
@@ -316,16 +317,21 @@ def _sweep_roofs(rows: list[dict]) -> list[Problem]:
         seen.append((list(points), dict(roofs)))
         return real(points, roofs, *a, **k)
 
-    d2d = reference.lookup("ch12.gemv.d2d_gbs") or reference.lookup("gemv.d2d_gbs")
+    _, d2d = figures.stored_sweep()  # the copy rate the notebook draws the stored sweep with
+    if not d2d:
+        return []
     figure_check.roof_problems = spy
+    saving = os.environ.pop(plots.FIGURES_VAR, None)  # the audit draws to read the roofs, and saves nothing
     try:
         with contextlib.redirect_stdout(io.StringIO()):
-            fig = figures.sweep_roofline(rows, d2d.value if d2d else 4000.0)
+            fig = figures.sweep_roofline(rows, d2d)
         matplotlib.pyplot.close(fig)
     except Exception:  # noqa: BLE001 - a roofline that cannot be drawn from this run has no roofs to judge
         return []
     finally:
         figure_check.roof_problems = real
+        if saving is not None:
+            os.environ[plots.FIGURES_VAR] = saving
     return [p for points, roofs in seen for p in fitted_roofs("chapter 12 sweep roofline", points, roofs)]
 
 
