@@ -18,8 +18,7 @@ PRINTERS = {"say": "zh", "sentence": "zh", "ratio_sentence": "subject_zh", "agai
 PENDING = {
     "helpers/chapters/ch12_language_models/decode_bench.py",
     "helpers/chapters/ch12_language_models/gemv_bench.py", "helpers/labs/lab12_histogram_kernels/kit.py",
-    "notebooks/09_deployment.ipynb", "labs/lab13_weight_only_gemv.ipynb", "solutions/lab13_weight_only_gemv.ipynb",
-    "labs/lab08_deploy.ipynb", "solutions/lab08_deploy.ipynb",
+    "notebooks/09_deployment.ipynb",
 }
 
 
