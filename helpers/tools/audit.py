@@ -177,16 +177,17 @@ def bound_breaches(where: str, said: findings.Said, bounds: Mapping[str, float])
 
 def fitted_roofs(where: str, points: Sequence[tuple[str, str, float, float]],
                  roofs: Mapping[str, tuple[float, float]]) -> list[Problem]:
-    """Rule 'roof': a roof (peak TFLOP/s, GB/s) per precision equal to a point it bounds (name, precision,
+    """Rule 'roof': a roof (peak TFLOP/s, GB/s) per precision (or 'all') equal to a point it bounds (name, precision,
     FLOP/byte, TFLOP/s): taken from the points themselves, so the check "no point above its roof" cannot fail."""
     out = []
     for prec, (peak, gbs) in roofs.items():
         mine = [p for p in points if p[1] == prec]
+        prec = "" if prec == "all" else prec  # one roof for every point: no precision to name
         if any(abs(t - peak) <= TOLERANCE * peak for _, _, _, t in mine):
-            out.append(Problem("roof", where, f"the {prec} compute roof {peak:.4g} TFLOP/s is one of its own points: "
+            out.append(Problem("roof", where, f"the {prec + ' ' if prec else ''}compute roof {peak:.4g} TFLOP/s is one of its own points: "
                                "take it from an independent measurement (chapter 2's GEMM of that precision)"))
         if any(abs(t * 1e3 / ai - gbs) <= TOLERANCE * gbs for _, _, ai, t in mine if ai > 0 and t * 1e3 / ai < gbs * 1.5):
-            out.append(Problem("roof", where, f"the {prec} memory roof {gbs:,.0f} GB/s is one of its own points' "
+            out.append(Problem("roof", where, f"the {prec + ' ' if prec else ''}memory roof {gbs:,.0f} GB/s is one of its own points' "
                                "bandwidth: take it from the fastest read-only stream"))
     return out
 
@@ -271,7 +272,7 @@ def audit(all_runs: Sequence[Run] | None = None, root: Path = ROOT) -> list[Prob
                                  for p in bound_breaches(where, s, bounds)]
                 if not said:
                     verdicts.setdefault(where, {})[run.label] = text
-            problems += [Problem(p.rule, f"{p.where} on {run.label}", p.text) for p in sweeps()]
+            problems += [Problem(p.rule, f"{p.where} on {run.label}", p.text) for p in sweeps() + stored_roofline()]
     for where, by_run in verdicts.items():
         problems += flips(where, by_run)
     return sorted(set(problems), key=lambda p: (p.rule, p.where))
@@ -300,6 +301,19 @@ def sweeps() -> list[Problem]:
         out += later_contradictions("chapter 12 crossover: an 8-bit-activation GEMM is the fastest", sweep, a8, others,
                                     take)
     return out + _sweep_roofs(rows)
+
+
+def stored_roofline() -> list[Problem]:
+    """Rule 'roof' on chapter 2's stored roofline, with the roof the notebook draws it under (``fitted_roof``)."""
+    from helpers.perf import roofline
+
+    points = roofline.points_from_records(reference.lookup_all("ch02.roofline.gpu"))
+    bw = reference.lookup("ch02.gpu_bandwidth_gbs")
+    if not points or bw is None or not any(p.kind in ("gemm", "conv") for p in points):
+        return []
+    peak, gbs = roofline.fitted_roof(points, bw.value)
+    return fitted_roofs("chapter 2 roofline", [(p.name, "all", p.intensity, p.tflops) for p in points],
+                        {"all": (peak, gbs)})
 
 
 def _sweep_roofs(rows: list[dict]) -> list[Problem]:

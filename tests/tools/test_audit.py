@@ -18,6 +18,9 @@ KNOWN = {
     ("crossover", "chapter 12 crossover: an 8-bit-activation GEMM is the fastest"),
     ("crossover", "chapter 12 crossover: weight-only INT4 stops beating FP16"),
     ("roof", "chapter 12 sweep roofline"),
+    # chapter 2 (not rewritten here): helpers.perf.roofline.fitted_roof takes the compute roof from the fastest
+    # GEMM point and the memory roof from the fastest stream among the points it draws; the lead decides the fix
+    ("roof", "chapter 2 roofline"),
     ("flip", "claim ch09.layer_fusion"),
     ("flip", "09_deployment.ipynb cell 8"),
 }
