@@ -99,11 +99,12 @@ sandbox-deps:
 labs: setup
 	$(PY) -m helpers.grading.batch generate
 
-## Grade a folder of submissions: make grade SUBMISSIONS=path/to/folder [JOBS=2] [ROSTER=roster.csv]
-## (exit status 3: some submissions were not graded, the grader's own failure; run again to resume)
+## Grade a folder of submissions: make grade SUBMISSIONS=path/to/folder [OUT=grades] [JOBS=2] [ROSTER=roster.csv]
+## [OVERRIDES=fixes.csv] (OUT defaults to artifacts/grades; exit status 3: some submissions were not graded,
+## the grader's own failure; run again to resume)
 grade: setup
-	$(PY) -m helpers.grading.batch grade $(SUBMISSIONS) --out $(ARTIFACTS)/grades --jobs $(JOBS) \
-	  $(if $(ROSTER),--roster $(ROSTER))
+	$(PY) -m helpers.grading.batch grade $(SUBMISSIONS) --out $(if $(OUT),$(OUT),$(ARTIFACTS)/grades) --jobs $(JOBS) \
+	  $(if $(ROSTER),--roster $(ROSTER)) $(if $(OVERRIDES),--overrides $(OVERRIDES))
 
 ## What students receive (labs, chapters, the course package without answer keys, reference data):
 ## artifacts/release/ and artifacts/release.tar.gz

@@ -3,6 +3,6 @@
 Serves: core — `python -m helpers` (the environment report of chapter 0).
 """
 
-from helpers.device import report
+from helpers.plugins.stacks import report
 
 report()

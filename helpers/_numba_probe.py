@@ -1,6 +1,6 @@
 """A one-line numba kernel that proves numba.cuda works (imported only after the simulator switch).
 
-Serves: core — used by every chapter and every lab.
+Serves: core — used by chapters 0, 9–12 and lab 08.
 """
 
 import warnings

@@ -1,31 +1,47 @@
-"""One way to time things and to record what was measured.
+"""One way to time things: warm-up, synchronization, repeats; median and spread; interleaved rounds.
 
-Timing: warm-up, synchronization, repeats; median and spread. GPU work is timed with
-CUDA events on the stream it runs on (torch, cupy or numba), CPU work with perf_counter.
-Records: every headline number a notebook measures goes through ``record()``, which
-stamps it with the device, versions and date and, when ``WORKBOOK_RESULTS`` names a
-file, appends it there as a JSON line (``helpers.tools.report`` collects those files).
+GPU work is timed with CUDA events on the stream it runs on (torch, cupy or numba), CPU work with
+perf_counter. ``timeit`` times one function; ``interleaved`` is THE harness that compares several: round
+after round it times each function in turn (so a slow moment of the machine slows them all alike) and
+returns a ``Rounds``: per-name samples, medians with their spread, and paired ratios (``helpers.spread``).
+Its ``graph=True`` mode replays each function as one CUDA graph (the GEMV tables: no launch gaps counted);
+``Rounds.harness`` names the mode, so a record can say which harness timed it.
+
+    r = bench.interleaved({"fp16": lambda: a @ b, "int8": lambda: int8_mm(a8, b8)}, rounds=7, clock="torch")
+    r.median_s("int8"), r.spread("int8"), r.ratio("fp16", "int8")   # (fp16 time ÷ int8 time, its spread)
+
+Records (the format, session and store I/O) live in ``helpers.records``; the names below are kept here too.
 
 Serves: core — used by every chapter and every lab.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
-import json
 import math
-import os
 import statistics
 import time
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from helpers.errors import InputError, NoGPUError, require_package
+from helpers.records import (  # noqa: F401 - re-exported: the record format moved to helpers.records
+    RESULTS_VAR,
+    Record,
+    _session,
+    latest_by_name,
+    load_records,
+    record,
+    record_relative,
+    save_records,
+    session_records,
+    set_notebook,
+)
 from helpers.validation import require_choice, require_int_range, require_real
 
-RESULTS_VAR = "WORKBOOK_RESULTS"
+if TYPE_CHECKING:
+    from helpers.spread import Spread
+
 BACKENDS = ("auto", "cpu", "torch", "cupy", "numba")
 
 
@@ -180,34 +196,155 @@ def timeit(
     return Timing(tuple(samples), backend if gpu else "cpu")
 
 
+GRAPH_HARNESS = "interleaved rounds, CUDA-graph replay"
+EVENTS_HARNESS = "interleaved rounds, CUDA events around queued launches"
+CPU_HARNESS = "interleaved rounds, CPU clock"
+
+
+@dataclass(frozen=True)
+class Rounds:
+    """Seconds per call of each named function, one sample per interleaved round (the i-th samples share a round)."""
+
+    seconds: Mapping[str, tuple[float, ...]]
+    clocks: Mapping[str, str]        # the Timing backend of each name: 'cpu', 'torch', 'cupy' or 'numba'
+    graph: bool = False
+
+    def _samples(self, name: str) -> tuple[float, ...]:
+        if name not in self.seconds:
+            raise InputError(f"no timing named {name!r}; the rounds timed {', '.join(self.seconds)}.")
+        return self.seconds[name]
+
+    @property
+    def harness(self) -> str:
+        """How the samples were taken: CUDA-graph replay, CUDA events around queued launches, or the CPU clock."""
+        if self.graph:
+            return GRAPH_HARNESS
+        return CPU_HARNESS if set(self.clocks.values()) == {"cpu"} else EVENTS_HARNESS
+
+    def timing(self, name: str) -> Timing:
+        """The samples of one function as a ``Timing``."""
+        return Timing(self._samples(name), self.clocks[name])
+
+    def median_s(self, name: str) -> float:
+        """Median seconds per call of one function over the rounds."""
+        return statistics.median(self._samples(name))
+
+    def spread(self, name: str, per_call: Callable[[float], float] | None = None) -> "Spread":
+        """p10..p90 of one function's rounds (min..max under 5), in seconds or mapped by per_call(seconds)."""
+        from helpers.spread import of_samples
+
+        return of_samples([per_call(x) if per_call else x for x in self._samples(name)], "interleaved rounds")
+
+    def ratio(self, base: str, other: str) -> tuple[float, "Spread | None"]:
+        """base ÷ other time (> 1: `other` is faster): the median of the rounds' ratios and their spread."""
+        from helpers.spread import paired_ratio
+
+        return paired_ratio(self._samples(base), self._samples(other))
+
+
+def _graph_replay(fn: Callable[[], Any]) -> Callable[[], Any]:
+    """Capture `fn` (fixed inputs, no host sync) in a CUDA graph after warming it on a side stream; its replay."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side), torch.inference_mode():
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g), torch.inference_mode():
+        fn()
+    return g.replay
+
+
+def _sampler(fn: Callable[[], Any], clock: str, per_round: int, inner: int) -> Callable[[], float]:
+    """One round's sample of `fn`: the median of `per_round` clock readings, each over `inner` calls (per call)."""
+    gpu = clock != "cpu"
+
+    def one() -> float:
+        if gpu:
+            start, stop, elapsed = _event_pair(clock)
+            start.record()
+            for _ in range(inner):
+                fn()
+            stop.record()
+            return elapsed(start, stop) / inner
+        t0 = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        return (time.perf_counter() - t0) / inner
+
+    return lambda: statistics.median(one() for _ in range(per_round))
+
+
+def round_robin(samplers: Mapping[str, Callable[[], float]], rounds: int, *, settle: Mapping[str, Callable[[], Any]]
+                | None = None, rotate: bool = False) -> dict[str, list[float]]:
+    """Call every sampler (each returns one value, e.g. seconds per call) once per round, in turn, so that a slow
+    moment of the machine (clock, temperature, a neighbour) touches them all alike; one value per round for each.
+    `settle` calls run just before their sampler in every round; `rotate` starts each round one name later."""
+    require_int_range(rounds, 2, 1000, "rounds (at least 2 give a spread)")
+    names = list(samplers)
+    out: dict[str, list[float]] = {k: [] for k in names}
+    for i in range(rounds):
+        shift = i % len(names) if rotate and names else 0
+        for k in names[shift:] + names[:shift]:
+            if settle and k in settle:
+                settle[k]()
+            out[k].append(float(samplers[k]()))
+    return out
+
+
+def interleaved(fns: Mapping[str, Callable[[], Any]], *, rounds: int = 7, clock: str | Mapping[str, str] = "auto",
+                warmup: int = 1, settle: int = 0, per_round: int = 1, inner: int = 1, graph: bool = False,
+                rotate: bool = False) -> Rounds:
+    """THE interleaved-rounds harness: time every function in `fns` once per round, in turn, over `rounds` rounds.
+
+    clock: the Timing backend ('cpu', 'torch', 'cupy', 'numba', 'auto'), or one per name. warmup: calls of each
+    before round 1; settle: untimed calls of each just before its sample in every round. A round's sample is the
+    median of `per_round` readings, each of `inner` back-to-back calls (per call). graph: capture each function
+    once in a CUDA graph and time its replays (torch events); rotate: start each round one name later.
+    """
+    if not isinstance(fns, Mapping) or not fns or not all(callable(f) for f in fns.values()):
+        raise InputError("interleaved needs a dict of name -> function to call, e.g. {'a': lambda: f(x)}.")
+    _check_counts(warmup=warmup, per_round=per_round, inner=inner)
+    require_int_range(settle, 0, 10**9, "settle")
+    require_int_range(rounds, 2, 1000, "rounds (at least 2 give a spread)")
+    clocks = {k: _resolve_backend(clock if isinstance(clock, str) else clock.get(k, "auto")) for k in fns}
+    from helpers.device import simulator_enabled
+
+    for k, c in clocks.items():
+        if graph and c != "torch":
+            raise InputError(f"graph=True replays CUDA graphs with torch; {k!r} has clock {c!r}. Pass clock='torch'.")
+        require_backend(c)
+        if c == "numba" and simulator_enabled():
+            clocks[k] = "cpu"  # the CUDA simulator runs on the CPU: time it with the CPU clock
+    calls = {k: _graph_replay(f) if graph else f for k, f in fns.items()}
+    for k, f in calls.items():
+        for _ in range(warmup):
+            f()
+    for c in set(clocks.values()):
+        synchronize(c)
+    samplers = {k: _sampler(f, clocks[k], per_round, inner) for k, f in calls.items()}
+    settles = {k: (lambda f=f: [f() for _ in range(settle)]) for k, f in calls.items()} if settle else None
+    got = round_robin(samplers, rounds, settle=settles, rotate=rotate)
+    return Rounds({k: tuple(v) for k, v in got.items()}, clocks, graph)
+
+
 def timeit_interleaved(fns: dict[str, Callable[[], Any]], *, warmup: int = 2, repeats: int = 10) -> dict[str, Timing]:
-    """CPU timings of several functions, one call of each per round, so a busy machine slows all alike."""
+    """CPU timings of several functions, one call of each per round (``interleaved`` with the CPU clock)."""
     if not isinstance(fns, dict) or not fns or not all(callable(f) for f in fns.values()):
         raise InputError("timeit_interleaved needs a dict of name -> function to call, e.g. {'a': lambda: f(x)}.")
     _check_counts(warmup=warmup, repeats=repeats)
-    for _ in range(warmup):
-        for f in fns.values():
-            f()
-    samples: dict[str, list[float]] = {k: [] for k in fns}
-    for _ in range(repeats):
-        for k, f in fns.items():
-            t0 = time.perf_counter()
-            f()
-            samples[k].append(time.perf_counter() - t0)
-    return {k: Timing(tuple(v), "cpu") for k, v in samples.items()}
+    if repeats == 1:  # a single round has no spread; interleaved() asks for two
+        return {k: timeit(f, backend="cpu", warmup=warmup, repeats=1) for k, f in fns.items()}
+    r = interleaved(fns, rounds=repeats, clock="cpu", warmup=warmup)
+    return {k: r.timing(k) for k in fns}
 
 
 def timed_rounds(timers: Mapping[str, Callable[[], float]], rounds: int) -> dict[str, list[float]]:
-    """Call every timer (each returns seconds per call of what it times) once per round, in turn, so that a slow
-    moment of the machine (clock, temperature, a neighbour) slows them all alike; one value per round for each."""
-    from helpers.validation import require_int_range
-
-    require_int_range(rounds, 2, 1000, "rounds (at least 2 give a spread)")
-    out: dict[str, list[float]] = {k: [] for k in timers}
-    for _ in range(rounds):
-        for k, timer in timers.items():
-            out[k].append(float(timer()))
-    return out
+    """Call every timer (each returns seconds per call of what it times) once per round, in turn (``round_robin``)."""
+    return round_robin(timers, rounds)
 
 
 def bandwidth_gbs(bytes_moved: float, seconds: float) -> float:
@@ -237,155 +374,3 @@ def ratios(timings: dict[str, Timing], baseline: str) -> dict[str, float]:
                          "Pass one of their names as baseline.")
     base = timings[baseline].median_s
     return {k: base / t.median_s for k, t in timings.items()}
-
-
-def _json_safe(value: Any) -> Any:
-    """`value` with every NaN or inf float (inside dicts and lists too) replaced by None, which JSON can store."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    return value
-
-
-@dataclass
-class Record:
-    """One measured number, with where and when it was measured."""
-
-    name: str
-    value: float
-    unit: str
-    device: str
-    date: str
-    notebook: str | None = None
-    ratio_of: list[str] | None = None
-    versions: dict[str, str] = field(default_factory=dict)
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        """The record as a plain dict (the reference-file format); a NaN/inf among the extras becomes null."""
-        d = asdict(self)
-        d["extra"] = _json_safe(d["extra"])
-        return {k: v for k, v in d.items() if v not in (None, {}, [])}
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "Record":
-        """Read a record back, keeping unknown fields in `extra`."""
-        known = {f for f in cls.__dataclass_fields__}
-        base = {k: v for k, v in d.items() if k in known}
-        extra = {**base.pop("extra", {}), **{k: v for k, v in d.items() if k not in known}}
-        base.setdefault("device", "unknown")
-        base.setdefault("date", "unknown")
-        return cls(**base, extra=extra)
-
-
-_session: dict[str, Any] = {"notebook": None, "records": []}
-
-
-def set_notebook(name: str | None) -> None:
-    """Name the notebook that later records belong to."""
-    _session["notebook"] = name
-
-
-def session_records() -> list[Record]:
-    """Every record made in this Python session, oldest first."""
-    return list(_session["records"])
-
-
-def record(
-    name: str,
-    value: float,
-    unit: str,
-    *,
-    ratio_of: Iterable[str] | None = None,
-    **extra: Any,
-) -> Record:
-    """Record one measurement: keep it for this session and append it to $WORKBOOK_RESULTS if set."""
-    from helpers.device import device_label, versions
-
-    if not isinstance(name, str) or not name:
-        raise InputError("record() needs a non-empty measurement name such as 'copy.cupy_over_d2d'.")
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        raise InputError(f"record({name!r}, ...) needs a number, got {type(value).__name__} {value!r}. "
-                         "Pass the measured value, e.g. float(t.median_s).") from None
-    if not math.isfinite(value):
-        raise InputError(f"record({name!r}, {value}) is not a finite number, and JSON cannot store it; nothing "
-                         "was recorded. Find where the NaN/inf comes from (a zero time? an empty timing?).")
-    if not isinstance(unit, str):
-        raise InputError(f"record({name!r}, ...) needs the unit as text, e.g. 'ratio', 'ms' or 'GB/s'.")
-    rec = Record(
-        name=name, value=value, unit=unit, device=device_label(),
-        date=_dt.date.today().isoformat(), notebook=_session["notebook"],
-        ratio_of=list(ratio_of) if ratio_of else None, versions=versions(), extra=extra,
-    )
-    _session["records"].append(rec)
-    path = os.environ.get(RESULTS_VAR)
-    if path:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(rec.to_json(), allow_nan=False) + "\n")
-    return rec
-
-
-def record_relative(results: dict[str, float], value_prefix: str, unit: str, ratio_prefix: str,
-                    baseline: str) -> dict[str, float]:
-    """Record each ``<backend>_<variant>`` value and its ratio to the same backend's `baseline`; return the ratios."""
-    rel = {}
-    for k, v in results.items():
-        record(f"{value_prefix}.{k}", v, unit)
-        rel[k] = v / results[f"{k.split('_')[0]}_{baseline}"]
-        record(f"{ratio_prefix}.{k}", rel[k], "ratio")
-    return rel
-
-
-def save_records(records: Iterable[Record], path: str | os.PathLike) -> None:
-    """Write records as a JSON list (the format of reference/*/results.json)."""
-    data = [r.to_json() for r in records]
-    try:
-        text = json.dumps(data, indent=1, sort_keys=True, allow_nan=False) + "\n"
-    except ValueError:
-        bad = [d["name"] for d in data if not math.isfinite(d.get("value", 0.0))]
-        raise InputError(f"records {bad[:3]} hold NaN or inf, which JSON cannot store; nothing was written to "
-                         f"{path}. Drop or re-measure them.") from None
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(text, encoding="utf-8")
-
-
-def _parse(text: str, where: str) -> Any:
-    """json.loads, or an InputError naming the file and line."""
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise InputError(f"{where} is not valid JSON ({exc.msg}); the file is cut off or was edited. Write it "
-                         "again (re-run what records it), or delete the broken line.") from None
-
-
-def _record(d: Any, where: str) -> Record:
-    """A Record from a parsed JSON object, or an InputError naming where it came from."""
-    if not isinstance(d, dict) or not {"name", "value", "unit"} <= d.keys():
-        raise InputError(f"{where} is not a record (it needs name, value and unit). Write it with "
-                         "helpers.bench.record or save_records.")
-    return Record.from_json(d)
-
-
-def load_records(path: str | os.PathLike) -> list[Record]:
-    """Read records from a JSON list or a JSON-lines file (InputError naming the line that is broken)."""
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"{p} {'is a folder' if p.is_dir() else 'does not exist'}: pass a records file "
-                         "(results.json or a .jsonl written by helpers.bench.record).")
-    try:
-        text = p.read_text(encoding="utf-8").strip()
-    except UnicodeDecodeError:
-        raise InputError(f"{p} is not a text file of records. Pass results.json or a .jsonl of records.") from None
-    if not text:
-        return []
-    if text.startswith("["):
-        data = _parse(text, str(p))
-        return [_record(d, f"{p}, item {i + 1}") for i, d in enumerate(data)]
-    return [_record(_parse(line, f"{p}, line {i + 1}"), f"{p}, line {i + 1}")
-            for i, line in enumerate(text.splitlines()) if line.strip()]

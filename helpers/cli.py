@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
+import itertools
 import json
 import os
 import stat
@@ -166,20 +167,26 @@ def digest(path: Path) -> str:
     return h.hexdigest()
 
 
-def entries(folder: Path) -> tuple[dict[str, str], list[str]]:
-    """The files under `folder` (relative path -> digest, the top-level marker left out) and its folders."""
-    files, dirs = {}, []
+def _walk(folder: Path, dirs: list[str] | None = None) -> Iterator[tuple[str, Path]]:
+    """(relative path, path) of each file under `folder`, links not followed and the top-level marker left
+    out, without reading any (its folders are added to `dirs`)."""
     for top, subdirs, names in os.walk(folder):
         rel = Path(top).relative_to(folder)
         for d in list(subdirs):
             if (Path(top) / d).is_symlink():
                 subdirs.remove(d)
                 names.append(d)
-            else:
+            elif dirs is not None:
                 dirs.append((rel / d).as_posix())
         for n in names:
             if not (rel == Path(".") and n == MARKER):
-                files[(rel / n).as_posix()] = digest(Path(top) / n)
+                yield (rel / n).as_posix(), Path(top) / n
+
+
+def entries(folder: Path) -> tuple[dict[str, str], list[str]]:
+    """The files under `folder` (relative path -> digest, the top-level marker left out) and its folders."""
+    dirs: list[str] = []
+    files = {rel: digest(p) for rel, p in _walk(folder, dirs)}
     return files, sorted(dirs)
 
 
@@ -237,18 +244,19 @@ def check_output_dir(path: Path | str, command: str, *, beside: Iterable[Path] =
     for b in beside:
         refuse_protected(b.parent, inputs, instead, subject=f"the folder of {b} (written beside {path})")
     section = read_marker(path).get(command) if path.is_dir() else None
-    files = entries(path)[0] if path.is_dir() else {}
-    if section is None and files:
+    walk = _walk(path) if path.is_dir() else iter(())  # a refusal decides on names first: a foreign file is not read
+    if section is None and (files := [r for r, _ in itertools.islice(walk, 6)]):
         owners = [c for c, s in read_marker(path).items() if s.get("folder")]
         whose = f" (it is the output of {owners[0]})" if owners else ""
         raise InputError(f"{path} already exists and holds files {command} did not write{whose} "
                          f"({_shown(sorted(files))}); nothing was changed. Pass {instead}, or move those files away.")
     if section is not None and section.get("sealed"):
-        foreign = sorted(r for r, d in files.items() if section.get("files", {}).get(r) != d)
+        own = section.get("files", {})
+        foreign = list(itertools.islice((r for r, p in walk if r not in own or digest(p) != own[r]), 6))
         if foreign:
             raise InputError(f"{path} holds files {command} did not write, or that changed since it wrote them "
                              f"({_shown(foreign)}); nothing was changed. Pass {instead}, or move those files away.")
-    elif section is not None and files and not keep:
+    elif section is not None and not keep and (files := [r for r, _ in itertools.islice(walk, 6)]):
         raise InputError(f"{path} holds files of an earlier {command} that did not record what it wrote (it "
                          f"was killed, or an older version ran), so they cannot be told from files of yours "
                          f"({_shown(sorted(files))}); nothing was changed. Pass {instead}, or empty that folder yourself.")

@@ -9,21 +9,29 @@ Serves: core — used by chapters 0–12 and labs 06, 08, 11–13.
 from __future__ import annotations
 
 import functools
-import operator
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from helpers.bench import Record, load_records, session_records
 from helpers.errors import InputError
+from helpers.metrics import HEADLINES, Metric
+from helpers.records import Record, load_records, session_records
 from helpers.tables import number
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE_DIR = ROOT / "reference"
-SOURCES = ("h200", "cpu")
-SOURCE_NAMES = {"h200": "stored H200 run", "cpu": "stored CPU run"}
+CARDS = ("h200", "h100")  # the GPU reference runs, one folder per card; another card's folder present is read too
+
+
+def _card_folders() -> tuple[str, ...]:
+    """CARDS, then any other folder of reference/ holding a results.json (the CPU machine's aside)."""
+    found = sorted(p.parent.name for p in REFERENCE_DIR.glob("*/results.json") if p.parent.name != "cpu")
+    return tuple(dict.fromkeys((*CARDS, *found)))
+
+
+SOURCES = (*_card_folders(), "cpu")
+SOURCE_NAMES = {s: "stored CPU run" if s == "cpu" else f"stored {s.upper()} run" for s in SOURCES}
 # How the software of a record is named in provenance lines, in this order.
 SOFTWARE = (("torch", "torch"), ("cuda", "CUDA"), ("driver", "driver"), ("onnxruntime", "ONNX Runtime"),
             ("numba", "numba"), ("cupy", "cupy"), ("numpy", "numpy"), ("tensorrt", "TensorRT"),
@@ -32,64 +40,8 @@ PIN_FILES = ("requirements.txt", "requirements-gpu.txt")
 PIN_NAMES = {"onnxruntime": "onnxruntime", "cupy": "cupy-cuda12x", "tensorrt": "tensorrt-cu12"}
 
 
-@dataclass(frozen=True)
-class Target:
-    """A headline measurement's goal: its name, comparison and value (the course's list is TARGETS below)."""
-
-    name: str
-    op: str  # ">=", "<=" or "reported"
-    value: float | None
-    meaning: str
-
-    def met(self, measured: float | None) -> bool | None:
-        """True/False against the target; None when there is no target or no measurement."""
-        if measured is None or self.op == "reported" or self.value is None:
-            return None
-        return {">=": operator.ge, "<=": operator.le}[self.op](measured, self.value)
-
-    def straddled(self, s: Any) -> bool:
-        """True when a measured spread (helpers.spread.Spread, or None) contains the target value: not resolved."""
-        return s is not None and self.op != "reported" and self.value is not None and s.contains(self.value)
-
-    @property
-    def text(self) -> str:
-        """'>= 0.92', or 'reported' for a measurement without a target."""
-        return "reported" if self.op == "reported" or self.value is None else f"{self.op} {self.value:g}"
-
-
-TARGETS: tuple[Target, ...] = (
-    Target("copy.cupy_over_d2d", ">=", 0.92, "best cupy copy kernel ÷ torch device-to-device copy"),
-    Target("copy.numba_over_d2d", ">=", 0.92, "best numba copy kernel ÷ torch device-to-device copy"),
-    Target("copy.stride32_over_stride1", "<=", 0.15, "strided copy, stride 32 ÷ stride 1"),
-    Target("transpose.padded_over_copy", ">=", 0.90, "padded shared-memory transpose ÷ copy"),
-    Target("transpose.naive_over_copy", "reported", None, "naive transpose ÷ copy"),
-    Target("gemm.bf16_over_spec", ">=", 0.70, "best BF16 GEMM ÷ dense spec peak"),
-    Target("gemm.int8_over_bf16", ">=", 1.15, "INT8 tensor-core GEMM ÷ BF16 GEMM"),
-    Target("gemm.fp8_over_bf16", ">=", 1.6, "FP8 GEMM ÷ BF16 GEMM"),
-    Target("gemm.dp4a_over_int8_tc", "reported", None, "dp4a INT8 GEMM ÷ tensor-core INT8 GEMM"),
-    Target("bert_base.int8_over_fp16", ">=", 1.3, "BERT-base seq128 b32: best INT8 ÷ FP16 throughput"),
-    Target("bert_base.int8_over_fp32_eager", ">=", 5.0, "BERT-base: best INT8 ÷ FP32 eager PyTorch"),
-    Target("resnet50.best_over_mlperf_h200", "reported", 0.35,
-           "best ResNet-50 images/s ÷ 94,620 (MLPerf v4.1 H200, per GPU); aim ≥ 0.35"),
-    Target("ort_cpu.int8_over_fp32", ">=", 2.5, "ONNX Runtime INT8 ÷ FP32 throughput, CNN, batch 32"),
-    Target("ptq.best_int8_delta_pts", "<=", 1.0, "FP32 − best INT8 PTQ accuracy (points)"),
-    Target("ptq.per_tensor_minus_per_channel_pts", "reported", None,
-           "accuracy gain of per-channel over per-tensor weights (points)"),
-    Target("qat.delta_pts", "<=", 0.3, "FP32 − QAT accuracy (points)"),
-    Target("suite.cpu_test_minutes", "<=", 15.0, "wall minutes of the full README test command"),
-    Target("suite.gpu_report_minutes", "<=", 8.0, "wall minutes of the whole GPU reference run"),
-    Target("llm.gemv.w8a16_over_fp16", ">=", 1.8, "batch-1 GEMV at LLM shapes: INT8 weights ÷ FP16"),
-    Target("llm.gemv.w4a16_over_fp16", ">=", 2.7, "batch-1 GEMV at LLM shapes: INT4 per-group weights ÷ FP16"),
-    Target("llm.gemv.w4a16_over_tinygemm", ">=", 1.4,
-           "the course's W4A16 GEMV ÷ PyTorch's tinygemm INT4 (_weight_int4pack_mm), same shapes, same run"),
-    Target("llm.gemv.best_over_d2d", ">=", 0.85, "best weight-only GEMV bandwidth ÷ torch D2D copy bandwidth"),
-    Target("llm.decode.w4a16_over_fp16", ">=", 2.2, "decode tokens/s of an LLM-shaped stack at batch 1, W4A16 ÷ FP16"),
-    Target("llm.decode.w8a16_over_fp16", ">=", 1.7, "decode tokens/s of an LLM-shaped stack at batch 1, W8A16 ÷ FP16"),
-    Target("trt_rtx.int8_over_fp32_engine_size", "reported", None,
-           "TensorRT-RTX engine size, INT8 Q/DQ ÷ FP32, ResNet-50"),
-    Target("suite.fresh_clone_to_lab_minutes", "reported", None,
-           "wall minutes from a fresh clone to JupyterLab serving via `make lab`"),
-)
+Target = Metric  # a headline measurement's goal (helpers.metrics declares the course's list)
+TARGETS: tuple[Metric, ...] = HEADLINES
 TARGETS_BY_NAME = {t.name: t for t in TARGETS}
 
 
@@ -115,6 +67,36 @@ def lookup(name: str, source: str = "h200") -> Record | None:
 def lookup_all(prefix: str, source: str = "h200") -> list[Record]:
     """Every stored record whose name starts with `prefix`."""
     return [r for r in load(source) if r.name.startswith(prefix)]
+
+
+def stored_cards() -> list[str]:
+    """The card folders that hold a stored GPU run, in SOURCES order."""
+    return [s for s in SOURCES if s != "cpu" and load(s)]
+
+
+def nearest_card(device: str | None = None) -> str | None:
+    """The stored GPU run nearest to `device` (this machine's by default): the same card first, else the newest
+    stored GPU run (by its latest date); None when no GPU run is stored."""
+    if device is None:
+        from helpers.device import device_label
+
+        device = device_label()
+    cards = stored_cards()
+    same = [c for c in cards if c.upper() in device.upper()]
+    if same:
+        return same[0]
+    return max(cards, key=lambda c: max(r.date for r in load(c)), default=None)
+
+
+def card_note(card: str, device: str | None = None) -> str:
+    """Why `card` is the stored run shown: 'the same card as yours', or 'the newest stored GPU run; none of yours'."""
+    if device is None:
+        from helpers.device import device_label
+
+        device = device_label()
+    if card.upper() in device.upper():
+        return f"the same card as yours ({device})"
+    return f"the newest stored GPU run (none stored for {device})"
 
 
 # ---- provenance: which device, date and software a stored run used ---------------------------------
@@ -219,7 +201,7 @@ def comparison_rows(names: Sequence[str] | Mapping[str, str], mine: Iterable[Rec
     mine_by_name = {r.name: r for r in (session_records() if mine is None else mine)}
     rows = []
     for n in names:
-        stored = {src: lookup(n, src) for src in SOURCES}
+        stored = {src: lookup(n, src) for src in SOURCES if src == "h200" or load(src)}
         unit = next((r.unit for r in (mine_by_name.get(n), *stored.values()) if r), "")
         here = mine_by_name.get(n)
         row = {"what": describe(n, descriptions), "unit": unit,

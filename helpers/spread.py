@@ -12,21 +12,18 @@ travels with the record, in its extras, as an interval and the method that gave 
 
 ``helpers.findings`` reads it back and says "not resolved at this noise" when a difference is inside it.
 
-Serves: core — used by chapters 1–12 and labs 06, 08, 09, 11–13.
+Serves: core — used by every chapter and every lab.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from helpers.errors import InputError
-
-if TYPE_CHECKING:
-    from helpers.bench import Timing
 
 LEVEL = 0.95          # bootstrap interval level
 ROUNDS = 1000         # bootstrap resamples
@@ -74,7 +71,7 @@ def of_samples(samples: Sequence[float], what: str = "runs") -> Spread:
     return Spread(float(lo), float(hi), f"{how} of {a.size} {what}")
 
 
-def of_timing(t: "Timing", per_call: Callable[[float], float] | None = None) -> Spread:
+def of_timing(t: Any, per_call: Callable[[float], float] | None = None) -> Spread:
     """p10..p90 of a ``helpers.bench.Timing`` (its own percentiles), in seconds or mapped by per_call(seconds);
     a decreasing map such as GB/s = bytes / s swaps the ends."""
     ends = [t.percentile_s(10), t.percentile_s(90)]

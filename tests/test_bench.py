@@ -83,3 +83,41 @@ def test_records_files_stay_valid_json(tmp_path, monkeypatch):
     out.write_text(out.read_text() + '{"name": "cut')
     with pytest.raises(InputError, match="line 2 is not valid JSON"):
         bench.load_records(out)
+
+
+def test_interleaved_times_every_function_in_every_round_in_turn():
+    order: list[str] = []
+    r = bench.interleaved({"a": lambda: order.append("a"), "b": lambda: order.append("b")}, rounds=4, clock="cpu",
+                          warmup=1, settle=1, per_round=2)
+    assert order[:2] == ["a", "b"]  # the warm-up call of each
+    assert order[2:] == (["a"] * 3 + ["b"] * 3) * 4  # every round: one settling call, then two timed, then the next
+    assert set(r.seconds) == {"a", "b"} and all(len(v) == 4 for v in r.seconds.values())
+    assert r.harness == bench.CPU_HARNESS and r.timing("a").backend == "cpu"
+
+
+def test_interleaved_rotates_the_order_when_asked():
+    order: list[str] = []
+    bench.interleaved({k: (lambda k=k: order.append(k)) for k in "abc"}, rounds=3, clock="cpu", warmup=0,
+                      rotate=True)
+    assert order == list("abc" "bca" "cab")
+
+
+def test_rounds_pair_their_samples_and_name_their_harness():
+    r = bench.Rounds({"fp16": (2.0, 2.0, 4.0, 2.0, 2.0), "int8": (1.0, 1.0, 2.0, 1.0, 0.8)},
+                     {"fp16": "torch", "int8": "torch"})
+    ratio, s = r.ratio("fp16", "int8")  # round 3 was slow for both: paired, its ratio is still 2
+    assert ratio == 2.0 and s is not None and s.hi == pytest.approx(2.3)
+    assert r.median_s("fp16") == 2.0 and r.spread("int8").lo == pytest.approx(0.88)
+    assert r.harness == bench.EVENTS_HARNESS and bench.Rounds(r.seconds, r.clocks, graph=True).harness == \
+        bench.GRAPH_HARNESS
+    with pytest.raises(InputError, match="no timing named"):
+        r.median_s("fp8")
+
+
+@pytest.mark.parametrize("kwargs, match", [(dict(rounds=1), "at least 2"), (dict(per_round=0), "per_round"),
+                                           (dict(graph=True, clock="cpu"), "clock='torch'")])
+def test_interleaved_rejects_bad_arguments(kwargs, match):
+    with pytest.raises(InputError, match=match):
+        bench.interleaved({"a": lambda: None}, **{"clock": "cpu", **kwargs})
+    with pytest.raises(InputError, match="dict of name"):
+        bench.interleaved({})

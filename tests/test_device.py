@@ -1,4 +1,4 @@
-"""helpers.device: GPU discovery, the simulator switch, and the environment report."""
+"""helpers.device: GPU discovery and the simulator switch; helpers.plugins.stacks: the environment report."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from helpers import device
+from helpers.plugins import stacks
 
 from helpers.perf import specs
 
@@ -31,22 +32,22 @@ def test_simulator_is_set_before_numba_cuda_import():
 
 
 def test_report_states_what_runs_here():
-    text = "\n".join(device.report_lines())
-    names = [s.name for s in device.stacks()]
+    text = "\n".join(stacks.report_lines())
+    names = [s.name for s in stacks.stacks()]
     for n in ("numba CUDA", "cupy", "ONNX Runtime", "pytorch-quantization", "TensorRT"):
         assert n in names
     if not device.has_gpu():
         assert "GPU: none found" in text
-        numba = next(s for s in device.stacks() if s.name == "numba CUDA")
+        numba = next(s for s in stacks.stacks() if s.name == "numba CUDA")
         assert numba.status == "simulated"
-        cupy = next(s for s in device.stacks() if s.name == "cupy")
+        cupy = next(s for s in stacks.stacks() if s.name == "cupy")
         assert cupy.status == "missing" and "requirements-gpu.txt" in cupy.fix
     else:
         assert device.gpu_info().name in text
 
 
 def test_every_missing_or_broken_stack_names_a_fix():
-    for s in device.stacks():
+    for s in stacks.stacks():
         if s.status in ("missing", "broken"):
             assert s.fix, f"{s.name} is {s.status} but the report gives no fix"
 
@@ -78,7 +79,7 @@ def test_gpu_info_on_gpu():
     info = device.gpu_info()
     assert info is not None and info.sm_count > 0 and info.memory_bytes > 2**30
     assert info.l2_bytes > 0 and info.shared_memory_per_sm > 0
-    status = {s.name: s.status for s in device.stacks()}
+    status = {s.name: s.status for s in stacks.stacks()}
     assert status["numba CUDA"] == "real" and status["torch CUDA"] == "real"
 
 

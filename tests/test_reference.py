@@ -13,10 +13,33 @@ from helpers.bench import Record
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "MEASUREMENTS.md"
 
 
+def shared_targets(text: str) -> dict[str, str]:
+    """{name: target text} from MEASUREMENTS.md's table; a row `a.b.m4` / `.m8` names a.b.m8 too, its targets
+    split at ' / ' the same way ('≥ 2.5 / ≥ 2.0')."""
+    out = {}
+    for cells in (line.split(" | ") for line in text.splitlines() if line.startswith("| `")):
+        first, *more = re.findall(r"`([a-z0-9_.]+)`", cells[0])
+        names = [first] + [first.rsplit(".", 1)[0] + m for m in more]
+        targets = cells[-1].rstrip(" |").split(" / ")
+        out.update(zip(names, targets if len(targets) == len(names) else targets * len(names)))
+    return out
+
+
+def test_shared_targets_are_parsed_with_their_suffixes():
+    got = shared_targets("| `a.b.m4` / `.m8` | what | ≥ 2.5 / ≥ 2.0 |\n| `c.d` | what | reported |")
+    assert got == {"a.b.m4": "≥ 2.5", "a.b.m8": "≥ 2.0", "c.d": "reported"}
+
+
 @pytest.mark.skipif(not SHARED.exists(), reason="shared/MEASUREMENTS.md is not beside the checkout")
-def test_targets_are_exactly_the_shared_headline_names():
-    names = re.findall(r"^\| `([a-z0-9_.]+)` \|", SHARED.read_text(), flags=re.M)
-    assert sorted(names) == sorted(t.name for t in reference.TARGETS)
+def test_targets_are_exactly_the_shared_headline_names_and_targets():
+    shared = shared_targets(SHARED.read_text())
+    assert sorted(shared) == sorted(t.name for t in reference.TARGETS)
+    def parsed(text: str) -> tuple:
+        m = re.fullmatch(r"([≥≤]|>=|<=) ([\d.]+)(?: on an (\w+))?", text)
+        return ("reported",) if text == "reported" else (m[1].replace(">=", "≥").replace("<=", "≤"), float(m[2]), m[3])
+
+    ours = {t.name: parsed(t.text) for t in reference.TARGETS}
+    assert {k: v for k, v in shared.items() if ours[k] != parsed(v)} == {}
 
 
 def test_target_verdicts():

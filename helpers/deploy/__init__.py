@@ -10,5 +10,5 @@
 - ``parity``: accuracy parity and latency against the PyTorch fake-quant model.
 - ``python -m helpers.deploy``: the same from a shell.
 
-Serves: core — used by every chapter and every lab.
+Serves: core — used by chapters 9–12 and labs 08, 09.
 """

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from helpers import cli
-from helpers.deploy import registry
+from helpers import backends as registry
 from helpers.errors import InputError
 from helpers.validation import require_finite
 

@@ -27,6 +27,7 @@ import select
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +114,9 @@ class _Helper:
             line = self.proc.stdout.readline() if ready else ""
         except (OSError, ValueError):
             line = ""
+        except KeyboardInterrupt:  # Ctrl-C during a check: the kernel it runs may never end, so end it too
+            self.close()
+            raise
         if not line:
             self.close()
             return None
@@ -269,11 +273,8 @@ def _numba_types(kinds: list) -> tuple:
     """numba types from arg_kinds()' plain data."""
     import numba
 
-    out = []
-    for k in kinds:
-        dt = numba.from_dtype(np.dtype(str(k[1])))
-        out.append(numba.types.Array(dt, int(k[2]), "C") if k[0] == "array" else dt)
-    return tuple(out)
+    dts = [numba.from_dtype(np.dtype(str(k[1]))) for k in kinds]
+    return tuple(numba.types.Array(dt, int(k[2]), "C") if k[0] == "array" else dt for dt, k in zip(dts, kinds))
 
 
 def _compile(req: dict) -> dict:
@@ -370,8 +371,16 @@ def _run(req: dict) -> dict:
 _OPS = {"compile": _compile, "replay": _replay, "run": _run}
 
 
+def _watch(parent: int) -> None:
+    """Exit once the process that started the helper is gone, even mid-kernel (its own session: no signal comes)."""
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(1)
+
+
 def main() -> int:
-    """Serve requests until stdin closes; what the kernels print goes to stderr, never into the answers."""
+    """Serve requests until stdin closes or its starter ends; what kernels print goes to stderr, not the answers."""
+    threading.Thread(target=_watch, args=(os.getppid(),), daemon=True).start()
     out = os.fdopen(os.dup(1), "w")
     sys.stdout = sys.stderr
     for line in sys.stdin:

@@ -4,7 +4,7 @@ The bins are those of ``helpers.quant.calibrators.Histogram`` (chapter 6): |x| o
 in fixed-width bins, bin = min(int(|x| / width), bins - 1) computed in float64. A kernel that fills
 them exactly feeds the course's percentile, MSE and entropy calibrators unchanged.
 Both kernels walk the input with a grid-stride loop and take ``counts`` zeroed, of at most
-``MAX_BINS`` int32 bins. ``measure`` times them and torch.histc in interleaved rounds (``Timed``): the rates
+``MAX_BINS`` int32 bins. ``measure`` times them and torch.histc in interleaved rounds (``helpers.bench.interleaved``, ``Timed``): the rates
 and speed-ups are medians over the rounds, with the rounds' spread (``helpers.spread``).
 
 Serves: core — used by lab 12.
@@ -176,7 +176,7 @@ def measure(kernels: dict[str, Any], n: int = GPU_N, num_bins: int = MAX_BINS, r
     blocks, threads = grid(n)
     width = float(ref.bin_width)
     per_round = max(1, repeats // rounds)
-    timers: dict[str, Callable[[], float]] = {}
+    fns: dict[str, Callable[[], Any]] = {}
     for name, kern in kernels.items():
         def fill(k: Any = kern) -> None:
             counts.zero_()
@@ -186,13 +186,13 @@ def measure(kernels: dict[str, Any], n: int = GPU_N, num_bins: int = MAX_BINS, r
         cuda.synchronize()
         if not np.array_equal(counts.cpu().numpy(), ref.counts):
             raise AssertionError(f"the {name} kernel's counts differ from the course's Histogram on the GPU.")
-        timers[name] = lambda f=fill: bench.timeit(f, backend="numba", warmup=1, repeats=per_round).median_s
+        fns[name] = fill
     top = float(ref.max_seen)
-    timers["torch_histc"] = lambda: bench.timeit(lambda: torch.histc(xt.abs(), bins=num_bins, min=0.0, max=top),
-                                                 backend="torch", warmup=1, repeats=per_round).median_s
-    for timer in timers.values():  # one warm-up round: compilation and clocks settle before round 1
-        timer()
-    return Timed(n, {k: tuple(v) for k, v in bench.timed_rounds(timers, rounds).items()})
+    fns["torch_histc"] = lambda: torch.histc(xt.abs(), bins=num_bins, min=0.0, max=top)
+    clocks = {k: ("torch" if k == "torch_histc" else "numba") for k in fns}
+    # one warm-up round (compilation and clocks settle), then every round: one untimed call, per_round timed
+    timed = bench.interleaved(fns, rounds=rounds, clock=clocks, warmup=1 + per_round, settle=1, per_round=per_round)
+    return Timed(n, dict(timed.seconds))
 
 
 def _check_batch(x: Any) -> None:

@@ -82,8 +82,9 @@ def run_relu_probe() -> tuple[list[float], list[str]]:
 
 
 def probe() -> Any:
-    """The environment report's line for ONNX Runtime (a helpers.device.StackStatus): runs, CPU only, or why not."""
-    from helpers.device import StackStatus, has_gpu
+    """The environment report's line for ONNX Runtime (a helpers.environment.StackStatus): runs, CPU only, or why not."""
+    from helpers.device import has_gpu
+    from helpers.environment import StackStatus
     from helpers.plugins import present
 
     if present("onnxruntime") is None or present("onnx") is None:

@@ -178,8 +178,9 @@ def runs_on(fam: Family, cc: tuple[int, int]) -> bool:
 
 
 def probe() -> Any:
-    """The environment report's line for TensorRT (a helpers.device.StackStatus): can a builder be created here?"""
-    from helpers.device import GPU_EXTRAS, StackStatus, has_gpu
+    """The environment report's line for TensorRT (a helpers.environment.StackStatus): can a builder be created here?"""
+    from helpers.device import GPU_EXTRAS, has_gpu
+    from helpers.environment import StackStatus
 
     fam = find()
     if fam is None:

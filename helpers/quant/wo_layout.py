@@ -11,6 +11,17 @@ codes in the order that the magic-number conversion wants:
               1024 + u[2i+1]) (or 16 u for the nibbles at bits 4..7): two neighbouring elements, which meet the
               activation pair (x[2i], x[2i+1]) that one 32-bit load brings; one HSUB2 or HFMA2 gives both codes.
     natural   int8 codes (W8) and `helpers.quant.weight_only.pack_int4` bytes (W4): what steps 0 and 1 of the path read.
+The *fragment* layouts feed the tensor-core GEMM (``wo_gemm.cu``), whose weights are the B operand of
+``mma.sync.m16n8k16``: lane l = 4 g + t of a warp holds, per mma, B[k][n] for n = g and k = 2t, 2t+1 (register b0)
+and 2t+8, 2t+9 (b1). The weight is cut into 32 x 32 (n x k) tiles; in tile (nt, c) each lane's 16-byte pieces hold
+exactly its B fragments for the tile's 4 column blocks of 8 (j) and 2 k-steps of 16 (s): 8 mma's.
+    fragment W4  one 16-byte piece per lane: word j holds, as nibbles i = 0..7, u = q + 8 of column 32 nt + 8 j + g at
+                 k = 32 c + 2t + GEMM_W4_NIBBLE_K[i]: nibbles i and i + 4 sit in the two 16-bit halves, so the LOP3
+                 of the GEMV makes one B register (two k neighbours) at a time: (0,4) s0 b0, (1,5) s0 b1, (2,6) s1 b0,
+                 (3,7) s1 b1. Scales (K / G, N_pad) FP16, the 4 of a lane's columns adjacent (one 8-byte load).
+    fragment W8  two 16-byte pieces per lane (piece p = k-step s): word j holds bytes u = q + 128 of column
+                 32 nt + 8 j + g at k = 32 c + 16 p + 2t + (0, 1, 8, 9): PRMT 0x4140 gives b0, 0x4342 gives b1.
+Memory order is [nt][c][piece][lane][word], so each warp load is 512 contiguous bytes; N is padded to a multiple of 32.
 The packers take torch tensors (CPU or GPU); the ``np_*`` functions are the numpy references the tests check them
 with, bit by bit, including an emulation of the FP16 arithmetic of the conversion.
 
@@ -23,17 +34,19 @@ import numpy as np
 import torch
 
 from helpers.quant import weight_only as wo
-from helpers.validation import require_int_range
+from helpers.errors import InputError
+from helpers.validation import require_choice, require_int_range
 
 W4_NIBBLE_ELEMENT = (0, 2, 4, 6, 1, 3, 5, 7)  # nibble i of a magic W4 word holds element W4_NIBBLE_ELEMENT[i]
 FP16_1024 = 0x6400  # the FP16 bits of 1024.0: with u in the low mantissa bits, 0x6400 | u is 1024 + u
 PIECE_BYTES = 16  # one lane's load
+TILE = 32  # the GEMM's weight tile: 32 columns (n) x 32 inputs (k), one warp load (W4) or two (W8)
+GEMM_W4_NIBBLE_K = (0, 8, 16, 24, 1, 9, 17, 25)  # nibble i of a fragment W4 word: k offset from 32 c + 2 t
+GEMM_W8_BYTE_K = (0, 1, 8, 9)  # byte b of a fragment W8 word: k offset from 32 c + 16 p + 2 t
 
 
 def require_codes(q: torch.Tensor, lo: int, hi: int, multiple: int, what: str) -> torch.Tensor:
     """q as a 2-D integer tensor with values in lo..hi and K a multiple of `multiple`, or InputError."""
-    from helpers.errors import InputError
-
     if not isinstance(q, torch.Tensor) or q.ndim != 2 or q.is_floating_point():
         raise InputError(f"q must be a 2-D integer torch tensor of {what} codes (N, K), got "
                          f"{type(q).__name__} {tuple(getattr(q, 'shape', ()))}; quantize first (helpers.quant.weight_only).")
@@ -66,6 +79,71 @@ def natural_w4(q: torch.Tensor) -> torch.Tensor:
     """INT4 codes (N, K) packed two a byte, element 2i in the low nibble (uint8, N x K / 2): steps 0 and 1 read this."""
     require_codes(q, wo.INT4_MIN, wo.INT4_MAX, 32, "INT4")
     return wo.pack_int4(q.to(torch.int8)).contiguous()
+
+
+def gemm_index(bits: int, n_pad: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(n, k) of every code in a fragment layout: arrays that broadcast to (N_pad/32, K/32, pieces, 32 lanes, 4 words,
+    codes a word) (n varies along tiles, lanes and words only, k along k-tiles, pieces, lanes and codes)."""
+    require_choice(bits, (4, 8), "bits")
+    if n_pad % TILE or k % TILE:
+        raise InputError(f"the fragment layout needs N and K multiples of {TILE}, got N={n_pad}, K={k}; pad them.")
+    pieces, offs = (1, GEMM_W4_NIBBLE_K) if bits == 4 else (2, GEMM_W8_BYTE_K)
+    nt, c, p, lane, j, e = np.ix_(*(np.arange(v) for v in (n_pad // TILE, k // TILE, pieces, 32, 4, len(offs))))
+    g, t = lane // 4, lane % 4
+    return TILE * nt + 8 * j + g, TILE * c + 16 * p + 2 * t + np.asarray(offs)[e]
+
+
+def _pad_rows(q: torch.Tensor, n_pad: int, fill: int) -> torch.Tensor:
+    """q (N, K) with rows N..n_pad-1 set to `fill`."""
+    if n_pad == q.shape[0]:
+        return q
+    return torch.cat([q, torch.full((n_pad - q.shape[0], q.shape[1]), fill, dtype=q.dtype, device=q.device)])
+
+
+def require_group(group: int, what: str) -> int:
+    """A W4 group size that is a power of two >= 32 (a 32-input piece or tile never spans two groups), or InputError."""
+    if group < 32 or group & (group - 1):
+        raise InputError(f"{what} needs group_size a power of two >= 32 (32 inputs loaded together never span two "
+                         f"groups); got {group}. Quantize with quantize_w4(w, 32), 64 or 128.")
+    return group
+
+
+def padded(n: int) -> int:
+    """N rounded up to the GEMM's tile."""
+    return -(-n // TILE) * TILE
+
+
+def gemm_w4(q: torch.Tensor) -> torch.Tensor:
+    """INT4 codes (N, K) in the fragment W4 layout: int32 words, (N_pad/32) * (K/32) * 32 lanes * 4, flat."""
+    require_codes(q, wo.INT4_MIN, wo.INT4_MAX, TILE, "INT4")
+    n_pad, k = padded(q.shape[0]), q.shape[1]
+    nn, kk = (torch.from_numpy(a).to(q.device) for a in gemm_index(4, n_pad, k))
+    u = _pad_rows(q.to(torch.int64), n_pad, 0) + 8
+    codes = u[nn, kk]  # (..., 4 words, 8 nibbles), gathered on q's device
+    word = sum(codes[..., i] << (4 * i) for i in range(8))
+    return torch.where(word >= 2**31, word - 2**32, word).to(torch.int32).reshape(-1).contiguous()
+
+
+def gemm_w8(q: torch.Tensor) -> torch.Tensor:
+    """INT8 codes (N, K) in the fragment W8 layout: bytes u = q + 128, (N_pad/32) * (K/32) * 2 * 32 * 4 * 4, flat."""
+    require_codes(q, -128, 127, TILE, "INT8")
+    n_pad, k = padded(q.shape[0]), q.shape[1]
+    nn, kk = (torch.from_numpy(a).to(q.device) for a in gemm_index(8, n_pad, k))
+    u = _pad_rows(q.to(torch.int16), n_pad, 0) + 128
+    return u[nn, kk].to(torch.uint8).reshape(-1).contiguous()
+
+
+def gemm_scales_w4(scale: torch.Tensor) -> torch.Tensor:
+    """Group scales (N, K/G) as FP16 (K/G, N_pad); in each 32-column tile lane group g's 4 columns 8j + g sit at 4g + j."""
+    if not isinstance(scale, torch.Tensor) or scale.ndim != 2:
+        raise InputError(f"scale must be a 2-D tensor (N, K / group), got {type(scale).__name__}.")
+    n_pad = padded(scale.shape[0])
+    s = _pad_rows(scale.half(), n_pad, 0).T  # (groups, N_pad)
+    perm = torch.tensor(GEMM_SCALE_COLUMN * (n_pad // TILE)) + torch.arange(n_pad // TILE).repeat_interleave(TILE) * TILE
+    return s[:, perm.to(s.device)].contiguous()
+
+
+GEMM_SCALE_COLUMN = tuple(8 * (i % 4) + i // 4 for i in range(TILE))  # position 4g + j of a tile holds column 8j + g
 
 
 # ---- numpy references: what the kernel's bit operations compute, checked against the codes ----

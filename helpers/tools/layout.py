@@ -2,12 +2,15 @@
 
     python -m helpers.tools.layout      print where each chapter's code lives, and any rule broken
 
-Layers: a module imports only from its own layer or earlier ones.
+Layers: a module imports only from its own layer or earlier ones. A module's layer is its folder's: LAYERS
+names folders only (``declared_folders`` checks it), never a single module.
 
-    0  foundation   top-level modules: errors, validation, device, bench, plots, tables, reference, findings,
-                    claims, figure_check, course, cli, data, session; plugins (every third-party library's
-                    quirks: they import only foundation modules and third-party packages); deploy.registry
-                    (the table of deploy backends, plain data the environment probe reads)
+    0  foundation   top-level modules: errors, validation, device, backends (the table of deploy backends),
+                    environment (versions, the report's row type), records, bench, spread, metrics, experiment,
+                    plots, tables, reference, findings, claims, figure_check, course, cli, data, session
+    0.5 plugins     every third-party library's quirks and the probes of the environment report
+                    (plugins.stacks): they import foundation modules and third-party packages only, and no
+                    foundation module imports them
     1  kernels, quant      tensor-level
     2  models, perf
     3  model_quant        model-level quantization
@@ -16,7 +19,9 @@ Layers: a module imports only from its own layer or earlier ones.
     6  grading            the check engine every lab runs (check, exercise, traced runs, speed checks)
     7  labs               one package per lab (helpers/labs/labNN_<topic>/); a lab never imports another lab
     8  tools
-    9  grading.batch      the instructors' service (batch grading, lab generation, the students' release)
+    9  grading.batch      the instructors' service (batch grading, lab generation, the students' release): a
+                          whole folder above the tools, nested in grading/ until it moves out of the students'
+                          package
 
 An entry point (a ``__main__`` module) may import anything below it and is imported by nothing.
 
@@ -35,10 +40,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-LAYERS = {"plugins": 0, "deploy.registry": 0,
+LAYERS = {"plugins": 0.5,
           "kernels": 1, "quant": 1, "models": 2, "perf": 2, "model_quant": 3, "deploy": 4, "chapters": 5,
           "grading": 6, "labs": 7, "tools": 8, "grading.batch": 9}
-LAYER_NAMES = {0: "foundation", 1: "tensor-level", 2: "models/perf", 3: "model_quant", 4: "deploy",
+LAYER_NAMES = {0: "foundation", 0.5: "plugins", 1: "tensor-level", 2: "models/perf", 3: "model_quant", 4: "deploy",
                5: "chapters", 6: "check engine", 7: "labs", 8: "tools", 9: "instructors"}
 MAX_LINES = 400
 CHAPTER = re.compile(r"ch(\d\d)")
@@ -85,12 +90,19 @@ def imports(root: Path = ROOT) -> list[Import]:
     return found
 
 
-def layer(module: str) -> int:
+def layer(module: str) -> float:
     """The layer of a dotted module name (see the module docstring)."""
     parts = module.split(".")
     if len(parts) > 2 and ".".join(parts[1:3]) in LAYERS:
         return LAYERS[".".join(parts[1:3])]
     return LAYERS.get(parts[1], 0) if len(parts) > 1 else 0
+
+
+def declared_folders(root: Path = ROOT, layers: dict[str, float] | None = None) -> list[str]:
+    """Every LAYERS entry that is not a folder of the package (a single module must not get its own layer)."""
+    return [f"LAYERS[{name!r}] = {n}: not a folder of {root.name}/ (a module's layer is its folder's)"
+            for name, n in (LAYERS if layers is None else layers).items()
+            if not (root / name.replace(".", "/")).is_dir()]
 
 
 def lab(module: str) -> str | None:
@@ -209,7 +221,8 @@ def main() -> int:
     """Print the chapter map and every broken rule; exit 1 when one is broken."""
     for pkg, mods in chapter_map().items():
         print(f"{pkg:34s} {', '.join(mods) or '(uses core packages only: see its docstring)'}")
-    problems = violations() + [" <-> ".join(c) + ": import cycle" for c in cycles()] + oversized() + undocumented()
+    problems = (violations() + [" <-> ".join(c) + ": import cycle" for c in cycles()] + oversized() + undocumented()
+                + declared_folders())
     for p in problems:
         print(p, file=sys.stderr)
     return 1 if problems else 0

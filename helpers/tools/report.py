@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from helpers import bench, cli, figure_check
+from helpers import records as records_mod
+from helpers.records import latest_by_name
 from helpers.errors import InputError
 from helpers.reference import REFERENCE_DIR, ROOT
 from helpers.tools.tmp_check import KNOWN_TMP_FILES, check_tmp, tmp_leftovers  # noqa: F401 - re-exported
@@ -146,14 +148,6 @@ def execute_all(paths: list[Path], out_dir: Path, timeout: int) -> list[Notebook
     return runs
 
 
-def latest_by_name(records: list[bench.Record]) -> list[bench.Record]:
-    """One record per name (the last one recorded), in first-seen order."""
-    last: dict[str, bench.Record] = {}
-    for r in records:
-        last[r.name] = r
-    return list(last.values())
-
-
 def run(out: Path, pattern: str | None, timeout: int) -> tuple[list[bench.Record], list[NotebookRun]]:
     """Execute the notebooks and write results.json, summary.md, figures and the tar.
 
@@ -210,16 +204,11 @@ def store(out: Path, dest: Path, partial: bool = False) -> None:
     dest.mkdir(parents=True, exist_ok=True)
     records = bench.load_records(out / "results.json")
     runs = [NotebookRun(**r) for r in json.loads((out / "runs.json").read_text())]
-    kept: list[bench.Record] = []
-    if (dest / "results.json").exists():
-        old = bench.load_records(dest / "results.json")
-        if partial:
-            rerun = {r.notebook for r in records}
-            kept = [r for r in old if r.notebook not in rerun]
-        else:  # a full run replaces every notebook's records; other commands' (the ncu profile) stay
-            ours = {p.stem for p in course_notebooks()} | {"make gpu-report"}
-            kept = [r for r in old if r.notebook not in ours]
-    records = kept + records
+    old = bench.load_records(dest / "results.json") if (dest / "results.json").exists() else []
+    # a partial run replaces the notebooks it re-ran; a full run every notebook's (other commands' records stay)
+    replaced = {r.notebook for r in records} if partial else {p.stem for p in course_notebooks()} | {"make gpu-report"}
+    kept = any(r.notebook not in replaced for r in old)
+    records = records_mod.merge(old, records, replaced)
     if partial and (dest / "runs.json").exists():
         new = {r.path: r for r in runs}
         old_runs = [NotebookRun(**r) for r in json.loads((dest / "runs.json").read_text())]
@@ -228,11 +217,11 @@ def store(out: Path, dest: Path, partial: bool = False) -> None:
         total = next((r.value for r in records if r.name == "suite.gpu_report_minutes"), 0.0)
         note = ("\n(Some notebooks were re-run after the full run; their rows show the re-run.)\n" if partial else
                 "\n(Records of other commands, such as the Nsight Compute profile, are kept from their own runs.)\n")
-        (dest / "summary.md").write_text(summary_markdown(latest_by_name(records), runs, total) + note)
+        (dest / "summary.md").write_text(summary_markdown(records, runs, total) + note)
     else:
         shutil.copy(out / "summary.md", dest / "summary.md")
     (dest / "runs.json").write_text(json.dumps([r.__dict__ for r in runs], indent=1), encoding="utf-8")
-    bench.save_records(latest_by_name(records), dest / "results.json")
+    bench.save_records(records, dest / "results.json")
     figs = sorted((out / "figures").glob("*.png"))[:KEY_FIGURES_MAX]
     if figs:
         (dest / "figures").mkdir(exist_ok=True)

@@ -185,7 +185,7 @@ FUNCTION_ROWS = [
     ("records-missing", lambda t, m: bench.load_records(t / "none.jsonl"), InputError, "pass a records file"),
     ("records-folder", lambda t, m: bench.load_records(t), InputError, "pass a records file"),
     ("records-not-records", lambda t, m: (t.joinpath("l.json").write_text("[1, 2]"),
-                                          bench.load_records(t / "l.json")), InputError, "helpers.bench.record"),
+                                          bench.load_records(t / "l.json")), InputError, "helpers.records.record"),
     ("save-records-nan", lambda t, m: bench.save_records([bench.Record("a.b", float("nan"), "x", "CPU", "d")],
                                                           t / "r.json"), InputError, "Drop or re-measure"),
     ("ratios-baseline", lambda t, m: bench.ratios({}, "a"), InputError, "Pass one of"),

@@ -217,3 +217,64 @@ def test_the_helper_runs_a_device_functions_python_only_once_it_compiled(monkeyp
     np.testing.assert_array_equal(got["values"][1], expected)
     with pytest.raises(AssertionError, match="your function raised"):
         kernel_compile.run_in_helper(ref, data, (np.ones((2, 2), np.int64),) * 3, {})  # rows, not words
+
+
+STUDENT = '''
+import math, sys, threading, time
+import numpy as np
+import helpers
+from numba import cuda
+from helpers.grading import kernel_compile, traced
+
+kernel_compile.REPLAY_TIMEOUT_S = 600.0
+
+
+@cuda.jit
+def spin(a, b, c):
+    i = cuda.grid(1)
+    while i >= 0:
+        i = (i + 1) % 7
+
+
+x = np.arange(64, dtype=np.float32)
+launch = traced.run_traced(spin, 2, 32, (x, x, np.zeros_like(x)), 2)
+threading.Thread(target=traced.unpack, args=(launch,), daemon=True).start()
+while not kernel_compile._HELPER:
+    time.sleep(0.1)
+print(kernel_compile._HELPER[0].proc.pid, flush=True)
+time.sleep(600)
+'''
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_the_helper_dies_with_the_students_process_in_the_middle_of_a_kernel_that_never_ends(tmp_path):
+    script = tmp_path / "student.py"
+    script.write_text(STUDENT, encoding="utf-8")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PYTHONPATH=root, NUMBA_ENABLE_CUDASIM="1")
+    proc = subprocess.Popen([sys.executable, str(script)], cwd=tmp_path, env=env, stdout=subprocess.PIPE, text=True)
+    helper = 0
+    try:
+        import select
+        import time
+        assert select.select([proc.stdout], [], [], 240)[0], "the check did not start its helper"
+        helper = int(proc.stdout.readline())
+        time.sleep(4)  # the helper is compiling, then replaying the kernel that never ends
+        assert _running(helper)
+        proc.kill()  # the student's process ends (a kernel restart, a closed notebook)
+        proc.wait()
+        end = time.monotonic() + 10
+        while _running(helper) and time.monotonic() < end:
+            time.sleep(0.2)
+        assert not _running(helper), "the compile helper outlived the process that started it"
+    finally:
+        proc.kill()
+        if helper and _running(helper):
+            os.kill(helper, 9)

@@ -18,6 +18,17 @@ def test_no_import_cycle() -> None:
     assert layout.cycles() == []
 
 
+def test_every_declared_layer_is_a_folder() -> None:
+    assert layout.declared_folders() == []
+
+
+def test_a_layer_declared_for_a_single_module_is_reported(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {**PLANT, "deploy/__init__.py": '"""Serves: core."""\n',
+                            "deploy/registry.py": '"""Serves: core."""\n'})
+    found = layout.declared_folders(root, {"perf": 2, "deploy.registry": 0})
+    assert len(found) == 1 and "'deploy.registry'" in found[0] and "not a folder" in found[0]
+
+
 def test_no_module_is_over_the_size_limit() -> None:
     assert layout.oversized() == []
 

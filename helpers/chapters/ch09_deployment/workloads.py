@@ -134,18 +134,18 @@ def deploy_all(
 ) -> dict[str, Any]:
     """Calibrate, export and load one trained model on every backend that runs here.
 
-    The backends are those of ``helpers.deploy.registry`` with a ``deploy`` function whose packages are
+    The backends are those of ``helpers.backends`` with a ``deploy`` function whose packages are
     installed (today PyTorch FP32 and INT8 (torch._int_mm), ORT FP32, ORT INT8 default, ORT on the
     TensorRT-style Q/DQ). Returns the PyTorch fake-quant reference model (``fake_quant``), the backends
     by label, the files they run (``paths``) and their sizes on disk.
     """
     from tqdm.auto import tqdm
 
-    from helpers.deploy import registry
+    from helpers import backends as registry
     from helpers.deploy.base import DeployJob
     from helpers.deploy.export import export_onnx, export_qdq, file_mb
     from helpers.deploy.qdq_model import fake_quant_copy
-    from helpers.device import runs_here
+    from helpers.plugins.stacks import runs_here
 
     work = Path(workdir)
     batches = list(torch.split(calib, calib_batch))

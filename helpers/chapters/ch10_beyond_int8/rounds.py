@@ -10,13 +10,12 @@ Serves: chapter 10.
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from helpers.bench import Timing, timeit
+from helpers.bench import Timing, interleaved, timeit
 from helpers.errors import InputError
-from helpers.spread import Spread, of_samples
+from helpers.spread import Spread
 from helpers.spread import paired_ratio as paired
 from helpers.validation import require_int_range
 
@@ -35,23 +34,21 @@ def speed_ratio(base: Callable[[], Any], other: Callable[[], Any], *, backend: s
                 per_round: int = PER_ROUND, warmup: int = 3) -> tuple[float, Spread | None, dict[str, float]]:
     """(median over interleaved rounds of base ÷ other time, the rounds' spread, {'base ms', 'other ms'}).
 
-    Each round times `per_round` calls of each with ``helpers.bench.timeit`` (CUDA events on a GPU
-    backend) and keeps their medians; the ms are the medians over the rounds.
+    ``helpers.bench.interleaved``: each round times `per_round` calls of each (CUDA events on a GPU backend),
+    after one settling call, and keeps their median; the ms are the medians over the rounds.
     """
     require_int_range(rounds, 1, 1000, "rounds")
-    ratios, t_base, t_other = [], [], []
-    for r in range(rounds):
-        tb = timeit(base, backend=backend, warmup=warmup if r == 0 else 1, repeats=per_round).median_s
-        to = timeit(other, backend=backend, warmup=warmup if r == 0 else 1, repeats=per_round).median_s
-        t_base.append(tb)
-        t_other.append(to)
-        ratios.append(tb / to if to > 0 else float("inf"))
-    finite = [x for x in ratios if x != float("inf")]
-    if not finite:
-        raise InputError("every timed call of the second function took 0 s: time more work per call.")
-    spread = of_samples(finite, "interleaved rounds") if len(finite) > 1 else None
-    ms = {"base ms": statistics.median(t_base) * 1e3, "other ms": statistics.median(t_other) * 1e3}
-    return statistics.median(finite), spread, ms
+    require_int_range(warmup, 1, 10**9, "warmup")
+    if rounds == 1:  # one round: a ratio without a spread
+        tb = timeit(base, backend=backend, warmup=warmup, repeats=per_round).median_s
+        to = timeit(other, backend=backend, warmup=warmup, repeats=per_round).median_s
+        if to <= 0:
+            raise InputError("every timed call of the second function took 0 s: time more work per call.")
+        return tb / to, None, {"base ms": tb * 1e3, "other ms": to * 1e3}
+    r = interleaved({"base": base, "other": other}, rounds=rounds, clock=backend, warmup=warmup - 1, settle=1,
+                    per_round=per_round)
+    ratio, spread = r.ratio("base", "other")
+    return ratio, spread, {"base ms": r.median_s("base") * 1e3, "other ms": r.median_s("other") * 1e3}
 
 
 def row_spread(row: Mapping[str, Any], key: str) -> Spread | None:

@@ -2,8 +2,9 @@
 
 A decoding step reads each layer's weights once, never from cache, so each timed kernel walks through enough copies
 of its weight to exceed the L2 cache several times; the calls are captured back to back in one CUDA graph, so that
-Python's launch gaps do not count. Every table then times its kernels *interleaved*: round after round, each graph
-is replayed once in turn (the order rotating), so that a clock or temperature change touches every kernel alike.
+Python's launch gaps do not count. Every table then times its kernels *interleaved* (``helpers.bench.interleaved``):
+round after round, each graph is replayed in turn (the order rotating), so that a clock or temperature change
+touches every kernel alike.
 The result keeps the spread: median, quartiles, min and max over the rounds, stored with each record.
 
 Serves: chapter 12.
@@ -16,6 +17,8 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from helpers.bench import GRAPH_HARNESS
 
 L2_BYTES = 50 * 2**20  # H100/H200 L2 cache
 ROUNDS = 7
@@ -52,32 +55,22 @@ def copies_for(nbytes: int, target: int = 6 * L2_BYTES, most: int = 96) -> int:
 
 def graph(fn: Callable[[], Any]) -> Callable[[], Any]:
     """Capture fn in a CUDA graph (warmed up first); return its replay."""
-    from helpers.chapters.ch09_deployment.workloads import cuda_graph
+    from helpers.bench import _graph_replay
 
-    return cuda_graph(fn)
+    return _graph_replay(fn)
 
 
 def interleaved(calls: dict[str, list[Callable[[], Any]]], rounds: int = ROUNDS, replays: int = 3) -> dict[str, Spread]:
-    """µs per call of each list of calls (one graph each), timed round-robin over `rounds` rounds."""
-    import torch
+    """µs per call of each list of calls (one graph each), timed round-robin over `rounds` rounds, the order
+    rotating (``helpers.bench.interleaved`` in its CUDA-graph replay mode)."""
+    from helpers import bench
 
-    graphs = {name: (graph(lambda cs=cs: [c() for c in cs]), len(cs)) for name, cs in calls.items()}
-    for g, _ in graphs.values():
-        g()
-    torch.cuda.synchronize()
-    names = list(graphs)
-    samples: dict[str, list[float]] = {n: [] for n in names}
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    for i in range(rounds):
-        for name in names[i % len(names):] + names[:i % len(names)]:  # rotate the order each round
-            g, n = graphs[name]
-            start.record()
-            for _ in range(replays):
-                g()
-            stop.record()
-            stop.synchronize()
-            samples[name].append(start.elapsed_time(stop) * 1e3 / replays / n)
-    return {n: Spread(tuple(v)) for n, v in samples.items()}
+    fns = {name: (lambda cs=cs: [c() for c in cs]) for name, cs in calls.items()}
+    r = bench.interleaved(fns, rounds=rounds, clock="torch", graph=True, rotate=True, inner=replays, warmup=1)
+    return {n: Spread(tuple(s * 1e6 / len(calls[n]) for s in r.seconds[n])) for n in calls}
+
+
+HARNESS = GRAPH_HARNESS  # what every table of this module's timings records
 
 
 def geomean(values: list[float]) -> float:

@@ -1,11 +1,12 @@
 """Command line for instructors:
 
-    python -m helpers.grading.batch generate                          labs/ and the visible cases from solutions/
+    python -m helpers.grading.batch generate [--force]                labs/ and the visible cases from solutions/
     python -m helpers.grading.batch grade SUBMISSIONS... --out DIR    grade notebooks or folders (--help for options)
     python -m helpers.grading.batch release [--out DIR]               what students receive, as a folder and a .tar.gz
 
 generate writes this course's generated files only (labs/NAME.ipynb for each solutions/NAME.ipynb, and each
-lab's visible.json), whatever the working folder. grade and release follow helpers.cli's output contract:
+lab's visible.json), whatever the working folder; a lab that changed since it wrote it is refused unless
+--force. grade and release follow helpers.cli's output contract:
 --out must be new, empty or their own earlier output, and never the course folder, its solutions/ (or the
 --solutions given), a repository, or a folder holding files they did not write. Bad input, an unknown
 option included, is one line on stderr and exit status 2.
@@ -25,12 +26,14 @@ PROG = "python -m helpers.grading.batch"
 
 
 def _generate(argv: list[str]) -> int:
-    """generate (no options)."""
-    cli.Parser(prog=f"{PROG} generate", description="labs/ and the visible cases from solutions/").parse_args(argv)
+    """generate [--force]."""
+    ap = cli.Parser(prog=f"{PROG} generate", description="labs/ and the visible cases from solutions/")
+    ap.add_argument("--force", action="store_true", help="replace labs that changed since generate wrote them")
+    args = ap.parse_args(argv)
     from helpers.grading.batch import visible
     from helpers.grading.batch.labgen import generate
 
-    for p in generate() + visible.write_all():
+    for p in generate(force=args.force) + visible.write_all():
         print(f"wrote {p}")
     return 0
 

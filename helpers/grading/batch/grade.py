@@ -8,10 +8,11 @@ graded first on this machine: it must score full marks (else that lab's rows say
 its times set the limits (a factor times what the reference took, never below the given minimums).
 Each submission is then graded by its own worker process (helpers.grading.batch.worker) that runs the
 student's code in a sandboxed kernel and judges the answers itself. After each submission this
-process alone rewrites DIR/gradebook.csv, DIR/summary.csv and DIR/feedback/; DIR/.grading/results.json
+process alone rewrites DIR/gradebook.csv, DIR/summary.csv, DIR/manual.csv (the questions read by the
+instructor, helpers.grading.batch.manual) and DIR/feedback/; DIR/.grading/results.json
 lets a re-run skip submissions already graded (unless their file changed). Each kernel runs under
 resource limits (helpers.grading.batch.limits); cells a student may not edit are restored from the
-lab's current version first (helpers.grading.batch.overwrite). The first Ctrl-C or SIGTERM stops the
+lab's current version first (helpers.grading.batch.overwrite). The first Ctrl-C, SIGTERM, SIGHUP or SIGQUIT stops the
 batch cleanly (helpers.grading.batch.interrupts); --shard I/N and --merge spread one batch over many
 machines (helpers.grading.batch.shards); --overrides FILE merges an instructor's corrections.
 Exit status: 0 when every submission was graded, 3 when some were not (the grader's failure), 2 for
@@ -23,6 +24,7 @@ Serves: instructors (batch grading).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import math
@@ -37,11 +39,11 @@ from threading import Lock
 
 from helpers import cli
 from helpers.errors import InputError
-from helpers.grading.batch import interrupts, limits, options, release, sandbox, shards
+from helpers.grading.batch import interrupts, limits, manual, options, release, sandbox, shards
 from helpers.grading.batch import jobs as batch_jobs
 from helpers.grading.batch import overrides as corrections
-from helpers.grading.batch.gradebook import (Graded, gradebook_rows, write_feedback, write_gradebook, write_skipped,
-                                             write_summary)
+from helpers.grading.batch.gradebook import (Graded, gradebook_rows, manual_rows, write_feedback, write_gradebook,
+                                             write_skipped, write_summary)
 from helpers.grading.batch.runner import RunResult
 from helpers.grading.batch.submissions import Submission, discover, file_hash, read_roster, skipped_files
 
@@ -122,7 +124,7 @@ def grade(paths: Sequence[str | Path], out: str | Path, *, solutions_dir: str | 
           resources: limits.Resources | None = None, shard: tuple[int, int] | None = None,
           overrides: str | Path | None = None) -> list[Graded]:
     """Grade every submission under `paths` (or this shard's part); write out/gradebook.csv, summary.csv,
-    skipped.csv and feedback/*.md. Raises interrupts.Interrupted when stopped by SIGINT or SIGTERM."""
+    skipped.csv and feedback/*.md. Raises interrupts.Interrupted when stopped by a signal (interrupts.SIGNALS)."""
     _validate(paths, cell_timeout, total_timeout, jobs, time_factor, max_output_chars)
     res = resources or limits.Resources()
     limits.validate(res)
@@ -130,13 +132,17 @@ def grade(paths: Sequence[str | Path], out: str | Path, *, solutions_dir: str | 
     mode = sandbox.mode(sandbox_mode)
     every = discover(list(paths), Path(solutions_dir), read_roster(roster))
     subs, places = shards.select(every, shard)
-    fixes = corrections.read(overrides)
     out = Path(out).resolve()
-    corrections.refuse_hand_edits(out, out / STATE, (GRADEBOOK, SUMMARY))
-    cli.claim_output_dir(out, PROG, keep=True, inputs=[solutions_dir, *paths],  # never a folder it did not write
-                         instead="a new or empty folder, e.g. --out artifacts/grades")
+    given, instead = [solutions_dir, *paths], "a new or empty folder, e.g. --out artifacts/grades"
+    cli.check_output_dir(out, PROG, keep=True, inputs=given, instead=instead)  # never a folder it did not write,
+    shards.refuse_other_part(out / STATE, out, shard)  # decided before anything there is read
+    fixes, marks = _corrections(every, out, overrides)
+    cli.claim_output_dir(out, PROG, keep=True, inputs=given, instead=instead)
     say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
-    shards.save(out / STATE, shard, places, len(every), subs)
+    if overrides is None and fixes:
+        say(f"applying the {len(fixes)} override line(s) last given for {out}; pass --overrides FILE to change them")
+    corrections.keep(out / STATE, fixes)
+    shards.save(out / STATE, shard, places, len(every), subs, shards.identity(every))
     skipped = skipped_files(list(paths))
     write_skipped(skipped, out / SKIPPED)
     for path, why in skipped:
@@ -148,7 +154,7 @@ def grade(paths: Sequence[str | Path], out: str | Path, *, solutions_dir: str | 
         try:
             return _grade_batch(subs, out, batch, mode, say, cell_timeout=cell_timeout, total_timeout=total_timeout,
                                 max_output_chars=max_output_chars, jobs=jobs, exercises=exercises, resume=resume,
-                                factor=time_factor, stop=stop, fixes=fixes,
+                                factor=time_factor, stop=stop, fixes=fixes, marks=marks,
                                 extra={"resources": res.to_dict(), "cgroups": groups})
         finally:
             batch_jobs.kill_leftovers()
@@ -157,11 +163,21 @@ def grade(paths: Sequence[str | Path], out: str | Path, *, solutions_dir: str | 
             shutil.rmtree(batch, ignore_errors=True)
 
 
+def _corrections(every: list[Submission], out: Path, overrides: str | Path | None
+                 ) -> tuple[list[dict[str, str]], dict]:
+    """The overrides (given, else the last ones given for `out`), checked against the whole batch, and the
+    points filled into out/manual.csv; refuses before any work."""
+    fixes = corrections.read(overrides) if overrides is not None else corrections.recall(out / STATE)
+    maxima = {s.lab: manual.maxima(s.solution) for s in every}
+    corrections.validate(fixes, [(s.student, s.lab, str(s.path)) for s in every], maxima)
+    corrections.refuse_hand_edits(out, out / STATE, (GRADEBOOK, SUMMARY))
+    return fixes, manual.read_marks(out / manual.MANUAL)
+
 
 def _grade_batch(subs: list[Submission], out: Path, batch: Path, mode: str, say, *, cell_timeout: float,
                  total_timeout: float, max_output_chars: int, jobs: int, exercises: str | Path | None,
                  resume: bool, factor: float, stop: interrupts.Stop, fixes: list[dict[str, str]],
-                 extra: dict) -> list[Graded]:
+                 marks: dict, extra: dict) -> list[Graded]:
     """Copy everything, calibrate each lab, grade the pending submissions, write as each one ends."""
     (batch / "subs").mkdir()
     copies, hashes = [], []
@@ -217,22 +233,26 @@ def _grade_batch(subs: list[Submission], out: Path, batch: Path, mode: str, say,
                 result = _grade_one(i, s, copies[i], batch, base, cal, limits)
         except batch_jobs.Stopped:
             return  # interrupted: not recorded, so the next run grades it
+        if not result.not_graded:  # the questions read by the instructor, with the answers as handed in
+            result = dataclasses.replace(result, manual=manual.answers(copies[i], s.solution))
         g = Graded(s, result)
         with lock:
             graded[i] = g
-            _write(out, graded, keys, {i}, fixes)
+            _write(out, graded, keys, {i}, fixes, marks)
         got, possible = g.points()
         say(f"{s.student}: {s.path.name}: " + (f"not graded ({result.not_graded})" if result.not_graded
-                                              else f"{got:g} / {possible:g} points") + f" in {result.seconds:.1f} s")
+                                              else f"{got:g} / {possible:g} points") + f" in {result.seconds:.1f} s"
+            + (f" (+ {g.possible() - possible:g} read by you: manual.csv)" if result.manual else ""))
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:  # FIFO: every calibration is taken before a submission
         cals = {lab: pool.submit(calibrate, lab) for lab in labs}
         for future in [pool.submit(one, i) for i in pending]:
             future.result()
     done = [g for g in graded if g is not None]
-    _write(out, graded, keys, set(range(len(subs))), fixes)
+    _write(out, graded, keys, set(range(len(subs))), fixes, marks)
     stop.check(len(done), len(subs))
-    say(f"wrote {out / GRADEBOOK}, {out / SUMMARY} and {len(done)} feedback file(s) in {out / FEEDBACK}")
+    say(f"wrote {out / GRADEBOOK}, {out / SUMMARY}, {out / manual.MANUAL} and {len(done)} feedback file(s) in "
+        f"{out / FEEDBACK}")
     return done
 
 
@@ -256,14 +276,15 @@ def _grade_one(i: int, s: Submission, copy: Path, batch: Path, base: dict, cal: 
 
 
 def _write(out: Path, graded: list[Graded | None], hashes: list[str], changed: set[int],
-           fixes: list[dict[str, str]] | None = None) -> None:
-    """Rewrite the gradebook, the summary, the changed feedback files and the resumable state."""
+           fixes: list[dict[str, str]] | None = None, marks: dict | None = None) -> None:
+    """Rewrite the gradebook, the summary, manual.csv, the changed feedback files and the resumable state."""
     done = [g for g in graded if g is not None]
     index = {id(g): k for k, g in enumerate(done)}
-    _, rows = gradebook_rows(done, fixes)
-    corrected = {r["submission"]: float(r["points"]) for r in rows if r.get("overridden") and r.get("points")}
-    write_gradebook(done, out / GRADEBOOK, fixes)
+    _, rows = gradebook_rows(done, fixes, marks)
+    corrected = {r["submission"]: float(r["points"]) for r in rows if r.get("points")}
+    write_gradebook(done, out / GRADEBOOK, fixes, marks)
     write_summary(done, out / SUMMARY, corrected)
+    manual.write(manual_rows(done, marks), out / manual.MANUAL)
     write_feedback(done, out / FEEDBACK, only={index[id(graded[i])] for i in changed if graded[i] is not None})
     _save_state(out, graded, hashes)
     corrections.remember(out, out / STATE, (GRADEBOOK, SUMMARY))
@@ -272,11 +293,12 @@ def _write(out: Path, graded: list[Graded | None], hashes: list[str], changed: s
 def merge(folders: Sequence[str | Path], out: str | Path, overrides: str | Path | None = None) -> list[Graded]:
     """Merge the output folders of a batch's shards into one gradebook, summary and feedback in `out`."""
     graded, keys = shards.collect([Path(f) for f in folders], STATE)
-    fixes = corrections.read(overrides)
     out = Path(out).resolve()
-    corrections.refuse_hand_edits(out, out / STATE, (GRADEBOOK, SUMMARY))
+    cli.check_output_dir(out, PROG, keep=True, inputs=list(folders), instead="a new or empty folder for the merge")
+    fixes, marks = _corrections([g.submission for g in graded], out, overrides)
     cli.claim_output_dir(out, PROG, keep=True, inputs=list(folders), instead="a new or empty folder for the merge")
-    _write(out, list(graded), keys, set(range(len(graded))), fixes)
+    corrections.keep(out / STATE, fixes)
+    _write(out, list(graded), keys, set(range(len(graded))), fixes, marks)
     return graded
 
 

@@ -40,9 +40,13 @@ class Graded:
         return out
 
     def points(self) -> tuple[float, float]:
-        """(scored, possible) for the whole submission."""
+        """(scored, possible) of the auto-graded tests of the submission."""
         return (sum(o.points for o in self.result.outcomes),
                 sum(o.max_points for o in self.result.outcomes))
+
+    def possible(self) -> float:
+        """The lab's full points: the auto-graded tests and the questions read by the instructor."""
+        return self.points()[1] + sum(float(q["max_points"]) for q in self.result.manual)
 
 
 def _fmt(x: float) -> str:
@@ -51,35 +55,68 @@ def _fmt(x: float) -> str:
 
 
 def grade_columns(graded: list[Graded]) -> list[str]:
-    """Every grade_id seen, in lab order and, within a lab, in notebook order."""
+    """Every grade_id seen, in lab order and, within a lab, the tests then the questions read by the instructor."""
     cols: list[str] = []
     for g in sorted(graded, key=lambda g: g.submission.lab):
-        cols += [o.grade_id for o in g.result.outcomes if o.grade_id not in cols]
+        ids = [o.grade_id for o in g.result.outcomes] + [q["grade_id"] for q in g.result.manual]
+        cols += [c for c in ids if c not in cols]
     return cols
 
 
-def gradebook_rows(graded: list[Graded], overrides: list[dict[str, str]] | None = None
-                   ) -> tuple[list[str], list[dict[str, str]]]:
-    """The gradebook's header and rows (one per submission), with the instructor's overrides merged."""
+def _notes(g: Graded, unread: list[str]) -> str:
+    """The row's notes as text: the grader's notes, the errors in the student's cells, the unread questions."""
+    r = g.result
+    parts = list(r.notes) + [f"code cell {i}: {e}: {v}".rstrip(": ") for i, e, v in r.cell_errors]
+    if unread:
+        parts.append(f"not yet read by you: {' '.join(unread)} (give points in manual.csv or --overrides)")
+    return " | ".join(" ".join(p.split()) for p in parts)
+
+
+def _key(g: Graded) -> tuple[str, str, str]:
+    """Rows are sorted by student, then lab, then submission path."""
+    return g.submission.student, g.submission.lab, str(g.submission.path)
+
+
+def gradebook_rows(graded: list[Graded], overrides: list[dict[str, str]] | None = None,
+                   marks: dict | None = None) -> tuple[list[str], list[dict[str, str]]]:
+    """The gradebook's header and rows (one per submission, sorted by student), with the points of the
+    questions read by the instructor (`marks`, from manual.csv) and the instructor's overrides merged."""
+    from helpers.grading.batch import manual
     from helpers.grading.batch import overrides as ov
 
     cols = grade_columns(graded)
     header = FIXED_COLUMNS + cols + TOTAL_COLUMNS
     rows = []
-    for g in graded:
+    for g in sorted(graded, key=_key):
         s = g.submission
-        scores = g.scores()
-        got, possible = g.points()
-        values = ([s.student, s.lab, str(s.path)] + [_fmt(scores[c]) if c in scores else "" for c in cols]
-                  + [_fmt(got) if not g.result.not_graded else "", _fmt(possible), g.status(),
-                     str(len(g.result.notes) + len(g.result.cell_errors))])
+        scores = {k: _fmt(v) for k, v in g.scores().items()}
+        unread = []
+        for q in g.result.manual:
+            scores[q["grade_id"]] = manual.given(marks or {}, str(s.path), q)
+            if not scores[q["grade_id"]]:
+                unread.append(q["grade_id"])
+        got = g.points()[0] + sum(float(scores[q["grade_id"]] or 0) for q in g.result.manual)
+        values = ([s.student, s.lab, str(s.path)] + [scores.get(c, "") for c in cols]
+                  + [_fmt(got) if not g.result.not_graded else "", _fmt(g.possible()), g.status(),
+                     _notes(g, unread)])
         rows.append(dict(zip(header, values)))
     return ov.merge(header, rows, overrides or [], cols)
 
 
-def write_gradebook(graded: list[Graded], path: Path, overrides: list[dict[str, str]] | None = None) -> Path:
+def manual_rows(graded: list[Graded], marks: dict | None = None) -> list[dict[str, str]]:
+    """manual.csv's rows: one per submission and question read by the instructor, with the answer's text."""
+    from helpers.grading.batch import manual
+
+    return [{"student": g.submission.student, "lab": g.submission.lab, "submission": str(g.submission.path),
+             "question": q["grade_id"], "max_points": _fmt(float(q["max_points"])),
+             "points": manual.given(marks or {}, str(g.submission.path), q), "answer": q["answer"]}
+            for g in sorted(graded, key=_key) for q in g.result.manual]
+
+
+def write_gradebook(graded: list[Graded], path: Path, overrides: list[dict[str, str]] | None = None,
+                    marks: dict | None = None) -> Path:
     """Write the CSV (one row per submission, overrides merged) atomically, replacing whatever is at `path`."""
-    header, rows = gradebook_rows(graded, overrides)
+    header, rows = gradebook_rows(graded, overrides, marks)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".gradebook-", suffix=".csv")
     with os.fdopen(fd, "w", newline="", encoding="utf-8") as f:
@@ -92,7 +129,7 @@ def write_gradebook(graded: list[Graded], path: Path, overrides: list[dict[str, 
 
 def write_summary(graded: list[Graded], path: Path, corrected: dict[str, float] | None = None) -> Path:
     """Write one row per student: the best score of each lab, the total, and the total possible
-    (`corrected`: submission path -> points the instructor set in overrides.csv)."""
+    (`corrected`: submission path -> the gradebook's points, with the instructor's points and overrides)."""
     labs = sorted({g.submission.lab for g in graded})
     corrected = corrected or {}
 
@@ -105,7 +142,7 @@ def write_summary(graded: list[Graded], path: Path, corrected: dict[str, float] 
         old = mine.get(g.submission.lab)
         if old is None or (bool(old.result.not_graded) and not g.result.not_graded) or got(g) > got(old):
             mine[g.submission.lab] = g
-    possible = {g.submission.lab: g.points()[1] for g in graded if g.points()[1]}
+    possible = {g.submission.lab: g.possible() for g in graded if g.possible()}
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".summary-", suffix=".csv")
     with os.fdopen(fd, "w", newline="", encoding="utf-8") as f:
@@ -159,6 +196,10 @@ def feedback_markdown(g: Graded) -> str:
     got, possible = g.points()
     score = (f"**not graded** ({r.not_graded}); this is the grader's failure, not yours: it will be graded again"
              if r.not_graded else f"Score: **{_fmt(got)} / {_fmt(possible)}**")
+    if r.manual and not r.not_graded:
+        score += (f" from the checks, of the lab's {_fmt(g.possible())}: your instructor reads "
+                  f"{' '.join(q['grade_id'] for q in r.manual)} and gives the other "
+                  f"{_fmt(g.possible() - possible)}")
     lines = [f"# Feedback: {s.lab} — {s.student}", "", f"Submission: `{s.path.name}`. {score}.", ""]
     if r.outcomes:
         lines += ["| exercise | result | points | message |", "|---|---|---|---|"]

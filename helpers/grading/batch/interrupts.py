@@ -1,6 +1,7 @@
-"""Ctrl-C and SIGTERM of a grade batch: the first one stops it cleanly.
+"""Ctrl-C, SIGTERM, SIGHUP and SIGQUIT of a grade batch: the first one stops it cleanly.
 
-While ``stoppable()`` is active, SIGINT or SIGTERM stops new submissions from starting and kills the
+While ``stoppable()`` is active, SIGINT, SIGTERM, SIGHUP (the terminal closed, an ssh session dropped) or
+SIGQUIT (Ctrl-\\) stops new submissions from starting and kills the
 running workers' process groups at once (helpers.grading.batch.jobs.stop_all); the batch then saves
 what was graded, removes its scratch folders and raises ``Interrupted``, whose message is the one
 line the command prints. A second signal does nothing more: the first has already done all of it.
@@ -18,7 +19,7 @@ from collections.abc import Iterator
 from helpers.errors import WorkbookError
 from helpers.grading.batch import jobs
 
-SIGNALS = (signal.SIGINT, signal.SIGTERM)
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)  # each would end it, scratch left behind
 
 
 class Interrupted(WorkbookError):
@@ -53,7 +54,7 @@ class Stop:
 
 @contextlib.contextmanager
 def stoppable() -> Iterator[Stop]:
-    """Handle SIGINT and SIGTERM as a clean stop while the block runs (main thread only), then restore."""
+    """Handle SIGINT, SIGTERM, SIGHUP and SIGQUIT as a clean stop while the block runs (main thread only), then restore."""
     stop = Stop()
     jobs.STOP.clear()
     if threading.current_thread() is not threading.main_thread():

@@ -83,7 +83,7 @@ def result_from_dict(d: dict) -> RunResult:
     return RunResult([TestOutcome(**o) for o in d.get("outcomes", [])],
                      [tuple(e) for e in d.get("cell_errors", [])], list(d.get("notes", [])),
                      float(d.get("seconds", 0.0)), str(d.get("not_graded", "")),
-                     list(d.get("cell_seconds", [])))
+                     list(d.get("cell_seconds", [])), list(d.get("manual", [])))
 
 
 def _run_once(job: dict, timeout: float) -> tuple[dict | None, str, str]:

@@ -7,7 +7,8 @@ Starts `--busy` processes that keep CPU cores fully busy, then grades, with the 
 a copy of every official solution (so it is graded as a student's submission, against the
 calibration the official solution made under the same load). Prints each lab's score and
 seconds per submission; exits 1 if any copy lost a point. With --out, also writes the timings as
-records (grading.loadtest.*, with the sandbox mode used), which `python -m helpers.tools.report store-records
+records into a new JSON file (or one it wrote before, unchanged: helpers.cli's output contract, checked
+before anything is graded; never a file of yours, a link, or a file in the course folder) (grading.loadtest.*, with the sandbox mode used), which `python -m helpers.tools.report store-records
 OUT.json` adds to reference/cpu (or, with `--into h200`, to reference/h200), where
 docs/instructors.md cites them.
 
@@ -32,6 +33,8 @@ from helpers.grading.batch.grade import grade
 from helpers.tools.notebooks import dumps
 
 ROOT = Path(__file__).resolve().parents[3]
+PROG = "python -m helpers.grading.batch.loadtest"  # as the output folder's marker names it
+INSTEAD = "a new JSON file, e.g. --out artifacts/loadtest.json"
 
 
 def _copy(solution: Path, folder: Path) -> Path:
@@ -101,7 +104,9 @@ def run(busy: int = 2, jobs: int = 1, labs: list[str] | None = None, out: Path |
             print(f"{len(graded)} submissions in {wall:.0f} s (calibration included): "
                   f"{wall / max(1, len(graded)):.1f} s per submission", flush=True)
             if out is not None and graded:
-                save({g.submission.lab: g.result.seconds for g in graded}, wall, busy, jobs, lost, load, out, mode)
+                with cli.replacing(out, PROG, force_flag=None, instead=INSTEAD) as part:  # new or its own only
+                    save({g.submission.lab: g.result.seconds for g in graded}, wall, busy, jobs, lost, load, part,
+                         mode)
                 print(f"timings written to {out}")
     finally:
         for b in burners:
@@ -112,7 +117,7 @@ def run(busy: int = 2, jobs: int = 1, labs: list[str] | None = None, out: Path |
 
 def _command(argv: list[str]) -> int:
     """[--busy N] [--jobs N] [--labs LAB ...] [--out OUT.json]."""
-    ap = cli.Parser(prog="python -m helpers.grading.batch.loadtest", description=__doc__.split("\n\n")[0])
+    ap = cli.Parser(prog=PROG, description=__doc__.split("\n\n")[0])
     ap.add_argument("--busy", type=options.whole, default=2, help="processes keeping a core busy (default 2)")
     ap.add_argument("--jobs", type=cli.positive_int, default=1, help="submissions graded at the same time (default 1)")
     ap.add_argument("--labs", nargs="*", help="only these labs (e.g. lab00 lab07)")
@@ -120,8 +125,8 @@ def _command(argv: list[str]) -> int:
                     help="bubblewrap where it works (auto, the grader's default), or as named")
     ap.add_argument("--out", type=Path, help="also write the timings as records to this JSON file")
     args = ap.parse_args(argv)
-    if args.out is not None and args.out.is_dir():
-        raise InputError(f"{args.out} is a folder. Pass the JSON file to write, e.g. artifacts/loadtest.json.")
+    if args.out is not None:  # decided before any grading: a new file, or one this command wrote, unchanged
+        cli.check_output_file(args.out, PROG, force_flag=None, inputs=[ROOT / "solutions"], instead=INSTEAD)
     return 1 if run(args.busy, args.jobs, args.labs, args.out, args.sandbox) else 0
 
 

@@ -4,7 +4,7 @@ A roster is a CSV file with a header row: one column of student ids (``student``
 ``student_id``, ``sis_id``) and one or more columns of names or ids that appear in submissions
 (``alias``, ``name``, ``login``, ``email``, ``username``, ``lms_id``, ``canvas_id``, ``moodle_id``,
 ``from``). The separator (comma, semicolon or tab) is sniffed; the encoding is UTF-8, UTF-8 with a
-byte-order mark, or Latin-1 (Excel's "CSV" on Windows), told apart by the bytes. A roster that is not
+byte-order mark, Windows-1252 (Excel's plain "CSV" on Windows: ``O’Brien``) or Latin-1, told apart by the bytes. A roster that is not
 exactly that (no header, an unterminated quote, one name given to two students, a student id that is
 another student's name, an empty id) is refused with one line that names the line and the fix.
 
@@ -25,7 +25,7 @@ DELIMITERS = ",;\t"
 
 
 def decode(data: bytes, where: Path) -> tuple[str, str]:
-    """(text, encoding name) of a roster's bytes: UTF-8 with BOM, UTF-8, or Latin-1."""
+    """(text, encoding name) of a roster's bytes: UTF-8 with BOM, UTF-8, Windows-1252, or Latin-1."""
     if data.startswith(b"\xef\xbb\xbf"):
         return data[3:].decode("utf-8", errors="strict"), "UTF-8 with BOM"
     if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
@@ -33,6 +33,10 @@ def decode(data: bytes, where: Path) -> tuple[str, str]:
     try:
         return data.decode("utf-8"), "UTF-8"
     except UnicodeDecodeError:
+        pass
+    try:  # Excel's plain "CSV" on Windows: curly quotes and dashes (O’Brien) are bytes 0x80-0x9F there
+        return data.decode("cp1252"), "Windows-1252"
+    except UnicodeDecodeError:  # the five bytes Windows-1252 leaves undefined
         return data.decode("latin-1"), "Latin-1"
 
 

@@ -84,6 +84,7 @@ class RunResult:
     seconds: float = 0.0
     not_graded: str = ""  # the grader's own failure (never the student's): no points given or taken
     cell_seconds: list[float] = field(default_factory=list)
+    manual: list[dict] = field(default_factory=list)  # questions read by the instructor: grade_id, max_points, answer
 
 
 @dataclass

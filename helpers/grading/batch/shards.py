@@ -8,8 +8,10 @@ shared file system) and grades every N-th one, starting at the I-th; it calibrat
 has on its own machine, as a local run does, so a shard's verdicts are those a local run gives.
 Slurm job arrays (``--array=0-N-1``, I from ``$SLURM_ARRAY_TASK_ID``) and Kubernetes indexed jobs
 (``completions: N``, I from ``$JOB_COMPLETION_INDEX``) start them; a shard that stopped resumes like
-any batch. The merge checks that the N shards are one batch, all there and complete, and writes the
-gradebook, the summary and the feedback in the order a local run writes them.
+any batch. Each shard records its batch's identity (a hash of every submission's path, student and lab,
+in order), and the merge checks that the N shards are one batch, all there and complete, and writes the
+gradebook, the summary and the feedback in the order a local run writes them. A run refuses an output
+folder that holds another part of a batch (shard 1 into shard 0's folder), which it would overwrite.
 
 Serves: instructors (batch grading at class scale).
 """
@@ -17,6 +19,7 @@ Serves: instructors (batch grading at class scale).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -47,10 +50,36 @@ def select(subs: list[Submission], shard: tuple[int, int] | None) -> tuple[list[
     return [subs[k] for k in places], places
 
 
-def save(state: Path, shard: tuple[int, int] | None, places: list[int], total: int, subs: list[Submission]) -> None:
-    """Record which part of the batch this run is (read by the merge)."""
+def identity(every: list[Submission]) -> str:
+    """What tells one batch from another: a hash of every submission of it (path, student, lab), in order."""
+    text = "\n".join(f"{s.path}\t{s.student}\t{s.lab}" for s in every)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _spec(shard: tuple[int, int] | None) -> list[int]:
+    """A run's place as batch.json records it ([0, 1]: the whole batch)."""
+    return list(shard) if shard else [0, 1]
+
+
+def refuse_other_part(state: Path, out: Path, shard: tuple[int, int] | None) -> None:
+    """Refuse an output folder that holds another shard's part (its rows would be dropped), before any work."""
+    try:
+        earlier = json.loads((state / BATCH).read_text(encoding="utf-8"))["shard"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    if earlier != _spec(shard):
+        def name(spec: list[int]) -> str:
+            return "a whole batch (no --shard)" if spec == [0, 1] else f"shard {spec[0]}/{spec[1]}"
+        raise InputError(f"{out} holds the grades of {name(earlier)}, and this run is {name(_spec(shard))}: it "
+                         f"would drop them. Pass another --out (e.g. grades/shard-{_spec(shard)[0]}); "
+                         f"nothing was changed.")
+
+
+def save(state: Path, shard: tuple[int, int] | None, places: list[int], total: int, subs: list[Submission],
+         batch: str = "") -> None:
+    """Record which part of which batch this run is (read by the merge)."""
     state.mkdir(parents=True, exist_ok=True)
-    data = {"shard": list(shard) if shard else [0, 1], "total": total,
+    data = {"shard": _spec(shard), "total": total, "batch": batch,
             "submissions": [{"place": k, "path": str(s.path)} for k, s in zip(places, subs)]}
     (state / BATCH).write_text(json.dumps(data), encoding="utf-8")
 
@@ -76,6 +105,7 @@ def collect(folders: list[Path], state: str) -> tuple[list[Graded], list[str]]:
     placed: dict[int, Graded] = {}
     keys: dict[int, str] = {}
     totals = set()
+    ids: dict[str, Path] = {}
     for folder in folders:
         batch, rows = _load(folder, state)
         i, n = batch["shard"]
@@ -83,6 +113,7 @@ def collect(folders: list[Path], state: str) -> tuple[list[Graded], list[str]]:
             raise InputError(f"{folder} and {seen[i]} are both shard {i}/{n}; pass each shard once.")
         seen[i] = folder
         totals.add((n, batch["total"]))
+        ids.setdefault(batch.get("batch", ""), folder)
         by_path = {r["path"]: r for r in rows}
         missing = [s["path"] for s in batch["submissions"] if s["path"] not in by_path]
         if missing:
@@ -98,6 +129,10 @@ def collect(folders: list[Path], state: str) -> tuple[list[Graded], list[str]]:
     if len(totals) != 1:
         raise InputError(f"the folders are not shards of one batch (shard counts and sizes {sorted(totals)}); "
                          f"pass the shards of one run.")
+    if len(ids) != 1:
+        a, b = list(ids.values())[:2]
+        raise InputError(f"{a} and {b} are shards of two different batches (other submissions or another "
+                         f"order); pass the shards of one run, all graded from the same submissions.")
     n, total = totals.pop()
     absent = sorted(set(range(n)) - set(seen))
     if absent:

@@ -134,7 +134,7 @@ def test_each_submission_scores_what_it_deserves(graded: dict, student: str) -> 
     fb = graded["feedback"][student.replace("/", "_")]
     assert row["status"] == "graded", fb
     assert (float(row["lab98-add"]), float(row["lab98-mul"])) == expected, fb
-    assert float(row["points"]) == sum(expected) and float(row["max_points"]) == 5
+    assert float(row["points"]) == sum(expected) and float(row["max_points"]) == 6  # 2 + 3, and 1 read by the instructor
 
 
 @pytest.mark.slow
@@ -184,8 +184,18 @@ def test_submissions_never_modified(graded: dict) -> None:
 @pytest.mark.slow
 def test_summary_totals_per_student(graded: dict) -> None:
     rows = {r["student"]: r for r in csv.DictReader((graded["out"] / "summary.csv").open(encoding="utf-8"))}
-    assert rows["perfect"][LAB] == "5" and rows["perfect"]["max_total"] == "5"
+    assert rows["perfect"][LAB] == "5" and rows["perfect"]["max_total"] == "6"
     assert rows["section1/bob"]["total"] == "5"
+
+
+@pytest.mark.slow
+def test_the_question_read_by_the_instructor_is_in_manual_csv_with_each_answer(graded: dict) -> None:
+    asked = {r["student"]: r for r in csv.DictReader((graded["out"] / "manual.csv").open(encoding="utf-8"))}
+    assert {r["question"] for r in asked.values()} == {"lab98-why"} and asked["stub"]["max_points"] == "1"
+    assert asked["stub"]["answer"].endswith("YOUR ANSWER HERE") and asked["stub"]["points"] == ""
+    assert asked["perfect"]["answer"] == "(no answer cell with this id)"  # its notebook has code cells only
+    row = graded["rows"]["perfect"]
+    assert row["lab98-why"] == "" and "not yet read by you: lab98-why" in row["notes"]
 
 
 @pytest.mark.slow
@@ -202,3 +212,15 @@ def test_a_rerun_resumes_and_regrades_only_a_changed_file(graded: dict) -> None:
     grade([root / "subs"], out, **kwargs)
     rows = {r["student"]: r for r in csv.DictReader((out / "gradebook.csv").open(encoding="utf-8"))}
     assert rows["hardcoded"]["points"] == "5" and rows["perfect"]["points"] == "5"
+    asked = list(csv.DictReader((out / "manual.csv").open(encoding="utf-8")))
+    for r in asked:
+        r["points"] = "1" if r["student"] == "perfect" else r["points"]  # the instructor read it
+    with (out / "manual.csv").open("w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, list(asked[0]))
+        w.writeheader()
+        w.writerows(asked)
+    grade([root / "subs"], out, **kwargs)  # nothing to grade: the point is counted
+    rows = {r["student"]: r for r in csv.DictReader((out / "gradebook.csv").open(encoding="utf-8"))}
+    assert (rows["perfect"]["lab98-why"], rows["perfect"]["points"], rows["perfect"]["max_points"]) == ("1", "6", "6")
+    summary = {r["student"]: r for r in csv.DictReader((out / "summary.csv").open(encoding="utf-8"))}
+    assert summary["perfect"]["total"] == "6"

@@ -1,4 +1,4 @@
-"""The first Ctrl-C (SIGINT) or SIGTERM of a real grade batch stops it within 5 s: nothing left running, nothing
+"""The first Ctrl-C (SIGINT), SIGTERM, SIGHUP (a closed terminal) or SIGQUIT (Ctrl-\\) of a real grade batch stops it within 5 s: nothing left running, nothing
 left in $TMPDIR, one line and a non-zero exit without a traceback, a gradebook that matches its resumable
 record; and running the same command again completes the batch with no row lost or duplicated."""
 
@@ -61,13 +61,22 @@ def _batch(tmp_path: Path) -> tuple[list[str], dict[str, str], Path]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["SIGINT", "SIGTERM", "SIGHUP"])
 def test_a_signal_stops_the_batch_cleanly_and_a_rerun_resumes(tmp_path: Path, signum: int) -> None:
     cmd, env, out = _batch(tmp_path)
     try:
         _stop_then_resume(cmd, env, out, signum)
     finally:
         shutil.rmtree(env["TMPDIR"], ignore_errors=True)
+
+
+def test_every_signal_that_would_end_a_batch_stops_it_cleanly_instead() -> None:
+    """SIGQUIT takes the same path as the three signals above (a real batch each): the same handler."""
+    from helpers.grading.batch import interrupts
+
+    with interrupts.stoppable() as stop:
+        handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)}
+    assert all(h == stop.handle for h in handlers.values()), handlers
 
 
 def _stop_then_resume(cmd: list[str], env: dict[str, str], out: Path, signum: int) -> None:

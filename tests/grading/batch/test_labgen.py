@@ -3,6 +3,7 @@ hidden case or give-away hint reaches students; points add up to what each lab p
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -51,9 +52,40 @@ def test_generate_writes_one_lab_per_solution(tmp_path: Path) -> None:
     assert stale(sol, tmp_path / "labs") == []
 
 
+def test_generate_never_replaces_a_lab_that_changed_since_it_wrote_it(tmp_path: Path, capsys) -> None:
+    import pytest
+
+    from helpers.errors import InputError
+
+    sol = tmp_path / "solutions"
+    sol.mkdir()
+    (sol / "lab98_fixture.ipynb").write_text(dumps(solution_nb()), encoding="utf-8")
+    lab = generate(sol, tmp_path / "labs")[0]
+    nb = _load(lab)
+    nb["cells"].append({"cell_type": "markdown", "metadata": {}, "source": "My own answer, added by me."})
+    lab.write_text(dumps(nb), encoding="utf-8")
+    edited = lab.read_bytes()
+    with pytest.raises(InputError, match="changed since generate wrote it.*generate --force"):
+        generate(sol, tmp_path / "labs")
+    assert lab.read_bytes() == edited  # the student's cell is still there
+    changed_solution = solution_nb()
+    changed_solution["cells"].append({"cell_type": "markdown", "metadata": {}, "source": "A new paragraph."})
+    (sol / "lab98_fixture.ipynb").write_text(dumps(changed_solution), encoding="utf-8")
+    with pytest.raises(InputError, match="changed since"):
+        generate(sol, tmp_path / "labs")
+    generate(sol, tmp_path / "labs", force=True)
+    assert lab.read_bytes() != edited and stale(sol, tmp_path / "labs") == []
+    (sol / "lab98_fixture.ipynb").write_text(dumps(solution_nb()), encoding="utf-8")
+    generate(sol, tmp_path / "labs")  # the lab is as generate wrote it: a changed solution replaces it
+    assert stale(sol, tmp_path / "labs") == []
+
+
 def test_committed_labs_and_visible_cases_are_what_generate_writes() -> None:
     out = stale(SOLUTIONS, LABS) + visible.stale()
     assert not out, f"out of date: {out}. Fix: python -m helpers.grading.batch generate"
+    record = _load(LABS / ".generated.json")
+    unrecorded = [p.name for p in LABS.glob("*.ipynb") if record.get(p.name) != hashlib.sha256(p.read_bytes()).hexdigest()]
+    assert not unrecorded, f"labs/.generated.json does not record {unrecorded}. Fix: python -m helpers.grading.batch generate"
     extra = {p.name for p in LABS.glob("*.ipynb")} - {p.name for p in SOLUTIONS.glob("*.ipynb")}
     assert not extra, f"labs without a solution: {sorted(extra)} (labs/ is generated; delete them)"
 

@@ -58,3 +58,31 @@ def test_the_instructors_guide_states_the_stored_runs():
     said.append(f"1-minute load average {rec.extra['load_avg_1min_before']} before and {rec.extra['load_avg_1min_after']} after")
     missing = [s for s in said if s not in text]
     assert not missing, f"docs/instructors.md does not say what reference/cpu/results.json holds: {missing}"
+
+
+def test_out_follows_the_output_contract_before_any_grading(tmp_path, monkeypatch, capsys):
+    ran = []
+
+    def fake_run(busy, jobs, labs, out, mode):
+        ran.append(out)
+        with loadtest.cli.replacing(out, loadtest.PROG, force_flag=None) as tmp:
+            loadtest.save({"lab00": 4.0}, 10.0, busy, jobs, 0, 1.0, tmp)
+        return 0
+
+    monkeypatch.setattr(loadtest, "run", fake_run)
+    mine = tmp_path / "mine.json"
+    mine.write_text('{"my": "data"}', encoding="utf-8")
+    target = tmp_path / "target.txt"
+    target.write_text("keep me", encoding="utf-8")
+    (tmp_path / "link.json").symlink_to(target)
+    for out in (mine, ROOT / "README.md", tmp_path / "link.json", tmp_path):
+        before = out.read_bytes() if out.is_file() else None
+        assert loadtest.main(["--busy", "0", "--out", str(out)]) == 2, out
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and "nothing was changed" in err and "Traceback" not in err, err
+        assert (out.read_bytes() if out.is_file() else None) == before
+    assert ran == [] and target.read_text(encoding="utf-8") == "keep me"
+    new = tmp_path / "new" / "lt.json"
+    assert loadtest.main(["--busy", "0", "--out", str(new)]) == 0 and bench.load_records(new)
+    assert loadtest.main(["--busy", "0", "--out", str(new)]) == 0  # its own file, unchanged: replaced
+    assert ran == [new, new]

@@ -41,6 +41,11 @@ def test_encodings_are_told_apart(tmp_path: Path) -> None:
         _roster(tmp_path, text.encode("utf-16"))
 
 
+def test_a_windows_1252_roster_keeps_its_curly_apostrophe(tmp_path: Path) -> None:
+    text = "alias,student\nSeán O’Brien,s007\n"
+    assert _roster(tmp_path, text.encode("cp1252")) == {"seán o’brien": "s007"}  # Latin-1 read U+0092 there
+
+
 @pytest.mark.parametrize("text,problem", [
     ("smithalice,s001\nbob,s002\n", "header"),
     ("alias,student\nalice,s001\n\"bob,s002\ncarol,s003\n", "unterminated quote|line break"),

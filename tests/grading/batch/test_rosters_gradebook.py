@@ -111,8 +111,10 @@ def test_gradebook_summary_and_feedback_files(tmp_path: Path) -> None:
     rows = list(csv.DictReader(path.open(encoding="utf-8")))
     assert list(rows[0]) == ["student", "lab", "submission", "lab00-q", "lab00-s", "lab01-a",
                              "points", "max_points", "status", "notes"]
-    assert [(r["points"], r["status"]) for r in rows] == [
-        ("2", "graded"), ("1", "graded"), ("3", "graded"), ("", "not graded: the kernel did not start: boom")]
+    assert [(r["lab"], r["points"], r["status"]) for r in rows] == [  # sorted by student, then lab
+        ("lab00_y", "1", "graded"), ("lab00_y", "3", "graded"), ("lab01_x", "2", "graded"),
+        ("lab00_y", "", "not graded: the kernel did not start: boom")]
+    assert rows[0]["notes"] == "code cell 4: ValueError: bad" and rows[1]["notes"] == ""  # text, not a count
     write_summary(graded, tmp_path / "out" / "summary.csv")
     summary = {r["student"]: r for r in csv.DictReader((tmp_path / "out" / "summary.csv").open(encoding="utf-8"))}
     assert (summary["ann"]["lab00_y"], summary["ann"]["lab01_x"], summary["ann"]["total"]) == ("3", "2", "5")

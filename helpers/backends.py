@@ -2,12 +2,13 @@
 
 Every place that enumerates backends reads ``BACKENDS``: the ``--backend`` choices of
 ``python -m helpers.deploy build|bench`` (entries with an ``output``), chapter 9's ``deploy_all`` (entries
-with a ``deploy`` function), the environment report (``helpers.device.stacks()`` and ``versions()``, from
-``probe`` and ``packages``) and the tests. A new backend is one ``Entry`` here plus its module.
+with a ``deploy`` function), the environment report (``helpers.plugins.stacks.stacks()`` and
+``helpers.environment.versions()``, from ``probe`` and ``packages``) and the tests. A new backend is one
+``Entry`` here plus its module.
 
-The table is plain data at the foundation layer (``helpers.tools.layout`` puts ``deploy.registry`` there):
-it names its modules and functions as dotted strings and imports them only when asked (``load``), so the
-environment probe can read it without importing any backend.
+The table is plain data, a foundation module below ``device`` and ``environment``: it names its modules and
+functions as dotted strings and imports them only when asked (``load``), so the environment probe can read
+it without importing any backend.
 
 Serves: core — used by every chapter and every lab.
 """
@@ -34,7 +35,7 @@ class Entry:
     packages: tuple[str, ...]  # the import names it needs, any one of which is enough, preferred first
     install: str  # the line that installs them
     gpu: bool = False  # runs only on an NVIDIA GPU
-    probe: str = ""  # 'module:function' returning a helpers.device.StackStatus ('' = an import check)
+    probe: str = ""  # 'module:function' returning a helpers.environment.StackStatus ('' = an import check)
     output: str = ""  # the CLI path it takes: 'onnx' (build: ONNX Runtime's INT8 ONNX file; bench: in ONNX
     # Runtime) or 'engine' (build and bench a TensorRT-family engine); '' = not in the CLI
     deploy: str = ""  # a function of `module` (job -> {label: Backend}) that deploy_all calls; '' = none
@@ -48,7 +49,7 @@ class Entry:
 
 BACKENDS: tuple[Entry, ...] = (
     Entry("torch", "PyTorch", "helpers.deploy.torch_int8", ("torch",), "make setup",
-          probe="helpers.device:probe_torch", deploy="deploy_variants"),
+          probe="helpers.plugins.stacks:probe_torch", deploy="deploy_variants"),
     Entry("ort", "ONNX Runtime", "helpers.deploy.ort_backend", ("onnxruntime",), "pip install onnxruntime",
           probe="helpers.plugins.ort_compat:probe", output="onnx", deploy="deploy_variants"),
     Entry("tensorrt", "TensorRT", "helpers.deploy.tensorrt_backend", ("tensorrt", "tensorrt_rtx"),

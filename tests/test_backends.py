@@ -1,7 +1,7 @@
-"""helpers.deploy.registry: one table of deploy backends, read by the CLI, deploy_all and the environment probe.
+"""helpers.backends: one table of deploy backends, read by the CLI, deploy_all and the environment probe.
 
 A fake entry added to the table must show up in the CLI's --backend choices, in deploy_all's backends,
-in device.stacks() and in device.versions(); a CLI or a probe that keeps its own list is caught.
+in stacks.stacks() and in environment.versions(); a CLI or a probe that keeps its own list is caught.
 """
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import device
+from helpers import backends as registry
+from helpers import environment
 from helpers.deploy import __main__ as deploy_cli
-from helpers.deploy import registry
 from helpers.deploy.base import Backend, DeployJob
 from helpers.errors import InputError
+from helpers.plugins import stacks
 from tests.support.tiny_models import tiny_cnn, tiny_inputs
 
 FAKE = registry.Entry("fake", "Fake backend", __name__, ("json",), "pip install fake-backend",
@@ -65,15 +66,15 @@ def table_problems(cli: types.ModuleType, dev: types.ModuleType) -> list[str]:
     rows = dev.stacks()
     titles = {e.title for e in registry.BACKENDS if not e.probe}  # the rows an import check names
     if not titles <= {s.name for s in rows}:
-        problems.append(f"device.stacks() has no row for {sorted(titles - {s.name for s in rows})}")
+        problems.append(f"stacks.stacks() has no row for {sorted(titles - {s.name for s in rows})}")
     if len(rows) != len(dev.CORE_PROBES) + len(registry.BACKENDS) + len(dev.LATE_PROBES):
-        problems.append(f"device.stacks() has {len(rows)} rows, not one per backend besides its own probes")
-    dev._versions.cache_clear()
-    have = dev.versions()
+        problems.append(f"stacks.stacks() has {len(rows)} rows, not one per backend besides its own probes")
+    environment._versions.cache_clear()
+    have = environment.versions()
     wanted = dict.fromkeys(p for e in registry.BACKENDS for p in e.packages)  # read here, not through packages()
-    missing = [p for p in wanted if dev._version(p) != "-" and p not in have]
+    missing = [p for p in wanted if environment._version(p) != "-" and p not in have]
     if missing:
-        problems.append(f"device.versions() leaves out {missing}")
+        problems.append(f"environment.versions() leaves out {missing}")
     return problems
 
 
@@ -81,25 +82,25 @@ def table_problems(cli: types.ModuleType, dev: types.ModuleType) -> list[str]:
 def with_fake(monkeypatch):
     """The registry with one more backend, FAKE; caches cleared before and after."""
     monkeypatch.setattr(registry, "BACKENDS", (*registry.BACKENDS, FAKE))
-    device.stacks.cache_clear()
-    device._versions.cache_clear()
+    stacks.stacks.cache_clear()
+    environment._versions.cache_clear()
     yield FAKE
-    device.stacks.cache_clear()
-    device._versions.cache_clear()
+    stacks.stacks.cache_clear()
+    environment._versions.cache_clear()
 
 
 def test_the_cli_and_the_probe_read_the_table():
-    assert table_problems(deploy_cli, device) == []
+    assert table_problems(deploy_cli, stacks) == []
     assert backend_choices(deploy_cli.parser()) == {"build": ("ort", "tensorrt"), "bench": ("ort", "tensorrt")}
     assert len(set(registry.names())) == len(registry.BACKENDS)
 
 
 def test_a_new_entry_reaches_the_cli_and_the_probe(with_fake):
-    assert "fake" in registry.cli_names() and table_problems(deploy_cli, device) == []
+    assert "fake" in registry.cli_names() and table_problems(deploy_cli, stacks) == []
     assert deploy_cli.parser().parse_args(["bench", "m.onnx", "--backend", "fake"]).backend == "fake"
-    row = next(s for s in device.stacks() if s.name == "Fake backend")
+    row = next(s for s in stacks.stacks() if s.name == "Fake backend")
     assert row.status == "real" and row.detail.startswith("json ")
-    assert "json" in device.versions()
+    assert "json" in environment.versions()
 
 
 def test_a_cli_or_probe_with_its_own_list_is_caught(with_fake, monkeypatch):
@@ -109,10 +110,10 @@ def test_a_cli_or_probe_with_its_own_list_is_caught(with_fake, monkeypatch):
     frozen = types.ModuleType("frozen_cli")
     exec(compile(source.replace("choices=registry.cli_names()", 'choices=("ort", "tensorrt")'),
                  "frozen_cli", "exec"), frozen.__dict__)
-    assert any("`build --backend` offers ('ort', 'tensorrt')" in p for p in table_problems(frozen, device))
-    monkeypatch.setattr(device, "backend_probes", lambda: ())
+    assert any("`build --backend` offers ('ort', 'tensorrt')" in p for p in table_problems(frozen, stacks))
+    monkeypatch.setattr(stacks, "backend_probes", lambda: ())
     monkeypatch.setattr(registry, "packages", lambda: ())  # a versions() that no longer asks the registry
-    found = table_problems(deploy_cli, device)
+    found = table_problems(deploy_cli, stacks)
     assert any("no row for ['Fake backend'" in p for p in found), found
     assert any("leaves out" in p and "'json'" in p for p in found), found
 
@@ -138,7 +139,7 @@ def test_deploy_all_leaves_out_a_backend_that_is_not_installed(monkeypatch, tmp_
     monkeypatch.setattr(registry, "BACKENDS", (registry.get("torch"), absent))
     x = tiny_inputs(16)
     assert "Fake INT8" not in deploy_all(tiny_cnn(), x, x, tmp_path, calib_batch=8)["backends"]
-    row = device.probe_import(absent)
+    row = stacks.probe_import(absent)
     assert row.status == "missing" and row.fix
 
 
@@ -160,4 +161,4 @@ def test_bad_names_and_entries_are_one_line_errors():
     with pytest.raises(InputError, match="names no package"):
         registry.Entry("x", "X", "m", (), "pip install p")
     with pytest.raises(InputError, match="names no function"):
-        registry.load("helpers.deploy.registry:NOT_THERE")
+        registry.load("helpers.backends:NOT_THERE")

@@ -1,0 +1,307 @@
+"""Weight-only GEMM on tensor cores in CUDA C (``wo_gemm.cu``, compiled with cupy): W4A16 per group, W8A16 per channel.
+
+    p = prepare(weight_only.quantize_w4(w16, 128))   # offline: the fragment layout of helpers.quant.wo_layout
+    y = gemm(x, p)                                   # x (M, K) FP16 on the GPU, M = 1..64; y (M, N) FP16
+    y = gemm(x, p, split_k=4, config="b")            # a launch chosen by hand; pick() chooses otherwise
+
+The GEMV (``wo_gemv``) wins at batch 1-2; from batch 4 on this kernel reuses each dequantised weight for all M rows
+on tensor cores. `pick(scheme, n, k, m)` returns the (config, split) of a measured table (``use_table``, written by
+``python -m helpers.kernels.wo_gemm_check --out DIR``) or, without one, a rule that fills the SMs. Launches go to
+torch's current stream (CUDA-graph capturable); a split launch adds FP32 partial sums into a per-(device, M x N)
+workspace that the last block (or a second pass) zeroes again, so two streams must not run the same shape at once.
+
+Serves: tooling — the tensor-core weight-only GEMM, its tests and benchmark (chapter 12 to come).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from helpers.errors import InputError
+from helpers.kernels.cuda_source import HERE, cupy_module
+from helpers.quant import weight_only as wo
+from helpers.quant import wo_layout
+
+SCHEMES = ("w4a16", "w8a16")
+MAX_M = 64
+MAX_SPLIT = 16
+SMS = 132  # H100 SXM; the rule below asks the device when there is one
+
+
+@dataclass(frozen=True)
+class Config:
+    """A compile-time launch shape: warps a block (32 columns each), D tiles of 32 inputs a stage, pipeline stages."""
+
+    warps: int
+    d: int
+    stages: int
+
+
+CONFIGS = {"a": Config(4, 4, 3), "b": Config(8, 2, 4), "c": Config(4, 8, 3)}  # D as effective_d allows
+SHARED_BYTES = 48 * 1024  # static shared memory of a block at most
+MAX_LOADS = 8  # 16-byte weight loads a lane keeps in flight per stage at most (registers)
+
+
+def effective_d(config: str, bits: int, mt: int) -> int:
+    """The config's D, halved until a stage's activations fit the shared memory and the lane's loads the registers."""
+    c = CONFIGS[config]
+    d, pieces = c.d, 1 if bits == 4 else 2
+    while d > 1 and (c.stages * 16 * mt * (32 * d + 8) * 2 > SHARED_BYTES or d * pieces > MAX_LOADS):
+        d //= 2
+    return d
+
+
+@dataclass(frozen=True)
+class GemmWeight:
+    """A weight in the fragment layout: bits, codes (flat), scales (W4 FP16 (K/G, N_pad), W8 FP32 (N_pad,)), shape."""
+
+    bits: int
+    data: torch.Tensor
+    scale: torch.Tensor
+    n: int
+    k: int
+    group: int = 0
+
+    @property
+    def n_pad(self) -> int:
+        """N rounded up to the 32-column tile."""
+        return wo_layout.padded(self.n)
+
+    @property
+    def scheme(self) -> str:
+        """'w4a16' or 'w8a16'."""
+        return f"w{self.bits}a16"
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes one call reads for the weight: codes plus scales."""
+        return self.data.numel() * self.data.element_size() + self.scale.numel() * self.scale.element_size()
+
+    def clone(self) -> "GemmWeight":
+        """An independent copy in its own memory (timing reads several copies, so that L2 does not serve them)."""
+        return replace(self, data=self.data.clone(), scale=self.scale.clone())
+
+
+def prepare(weight: Any) -> GemmWeight:
+    """A W4Weight (group 32, 64, 128, ...) or W8Weight (helpers.quant.weight_only) in the GEMM's fragment layout."""
+    if isinstance(weight, wo.W8Weight):
+        q = weight.q
+        n_pad = wo_layout.padded(q.shape[0])
+        s = torch.zeros(n_pad, dtype=torch.float32, device=q.device)
+        s[: q.shape[0]] = weight.scale.float()
+        return GemmWeight(8, wo_layout.gemm_w8(q), s, *q.shape)
+    if isinstance(weight, wo.W4Weight):
+        g = wo_layout.require_group(weight.group_size, "the W4 GEMM")
+        q = wo.unpack_int4(weight.packed)
+        return GemmWeight(4, wo_layout.gemm_w4(q), wo_layout.gemm_scales_w4(weight.scale), *q.shape, g)
+    raise InputError(f"weight must be a W4Weight or W8Weight (helpers.quant.weight_only), got {type(weight).__name__}; "
+                     "quantize it first, e.g. prepare(quantize_w4(w, 128)).")
+
+
+def row_tiles(m: int) -> int:
+    """Row tiles of 16 the kernel instance needs for M activation rows."""
+    return -(-m // 16)
+
+
+def kernel_name(bits: int, m: int, config: str) -> str:
+    """The template instance a launch uses, e.g. 'wo_gemm<4, 1, 4, 4, 3>'."""
+    c = CONFIGS[config]
+    mt = row_tiles(m)
+    return f"wo_gemm<{bits}, {mt}, {c.warps}, {effective_d(config, bits, mt)}, {c.stages}>"
+
+
+def all_kernel_names() -> list[str]:
+    """Every instance the course launches: 2 schemes x 4 row tiles x the configs (without repeats)."""
+    return list(dict.fromkeys(kernel_name(b, 16 * mt, c) for b in (4, 8) for mt in (1, 2, 3, 4) for c in CONFIGS))
+
+
+# ---- dispatch by measurement ----
+
+_TABLE: dict[str, dict] = {}
+
+
+def table_key(scheme: str, n: int, k: int, m: int) -> str:
+    """The key of one measured case, e.g. 'w4a16 4096x4096 m8'."""
+    return f"{scheme} {n}x{k} m{m}"
+
+
+def use_table(path: str | Path) -> int:
+    """Load a measured table (pick.json of wo_gemm_check); return how many cases it holds."""
+    try:
+        rows = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise InputError(f"cannot read the measured table {path}: {err}; write it with "
+                         "python -m helpers.kernels.wo_gemm_check --out DIR.") from None
+    _TABLE.clear()
+    _TABLE.update(rows)
+    return len(rows)
+
+
+@functools.cache
+def sm_count() -> int:
+    """Streaming multiprocessors of the current GPU (SMS without one)."""
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    return SMS
+
+
+def rule_split(n: int, k: int, config: str, sms: int = SMS) -> int:
+    """Split-K that makes about two blocks per SM when the columns alone make fewer (at least 2 stages a slice)."""
+    c = CONFIGS[config]
+    blocks = -(-wo_layout.padded(n) // (32 * c.warps))
+    most = max(1, min(MAX_SPLIT, k // 32 // (2 * c.d)))
+    return max(1, min(most, round(2 * sms / blocks)))
+
+
+def pick(scheme: str, n: int, k: int, m: int) -> tuple[str, int]:
+    """(config, split) for one case: the measured table's fastest where it has the case, else config 'a' and the rule."""
+    row = _TABLE.get(table_key(scheme, n, k, m))
+    if row and row.get("config") in CONFIGS:
+        return row["config"], int(row["split"])
+    return "a", rule_split(n, k, "a", sm_count())
+
+
+def fastest(scheme: str, n: int, k: int, m: int) -> str | None:
+    """Which course kernel the measured table found fastest for the case ('gemm', 'gemv', 'triton'), or None."""
+    row = _TABLE.get(table_key(scheme, n, k, m))
+    return row.get("fastest") if row else None
+
+
+# ---- the launch ----
+
+_functions: dict[str, Any] = {}
+_workspaces: dict[tuple, torch.Tensor] = {}
+MAX_BLOCKS_X = 4096  # column blocks a split launch may have (one arrival counter each)
+FUSED_FINISH = [True]  # split-K finishes in the kernel's last block (False: a second pass, wo_gemm_finish)
+_streams: dict[int, Any] = {}
+
+
+@functools.cache
+def source() -> str:
+    """The CUDA source text."""
+    return (HERE / "wo_gemm.cu").read_text(encoding="utf-8")
+
+
+def compile_kernels(names: list[str] | None = None) -> None:
+    """Compile the named instances (default: all) and the finishing pass in one cupy module."""
+    todo = [n for n in dict.fromkeys(names or all_kernel_names()) if n not in _functions]
+    if not todo:
+        return
+    from helpers.device import require_gpu
+
+    require_gpu("compiling wo_gemm.cu")
+    mod = cupy_module().RawModule(code=source(), options=("--std=c++17", "-lineinfo"), name_expressions=todo)
+    for n in todo:
+        _functions[n] = mod.get_function(n)
+    _functions.setdefault("wo_gemm_finish", mod.get_function("wo_gemm_finish"))
+
+
+def _stream() -> Any:
+    """cupy's view of torch's current stream (so that graph capture and torch ordering see the launch)."""
+    ptr = torch.cuda.current_stream().cuda_stream
+    if ptr not in _streams:
+        _streams[ptr] = cupy_module().cuda.ExternalStream(ptr)
+    return _streams[ptr]
+
+
+def _check(x: Any, p: Any, split_k: Any, config: Any, out: Any) -> int:
+    """Validate a call; return M."""
+    if not isinstance(p, GemmWeight):
+        raise InputError(f"the weight must come from wo_gemm.prepare(...), got {type(p).__name__}; "
+                         "e.g. prepare(quantize_w4(w, 128)).")
+    if not isinstance(x, torch.Tensor) or x.dtype != torch.float16 or x.ndim != 2 or x.shape[1] != p.k:
+        raise InputError(f"x must be FP16 activations (M, K) with K={p.k}, got "
+                         f"{getattr(x, 'dtype', type(x).__name__)} {tuple(getattr(x, 'shape', ()))}.")
+    m = x.shape[0]
+    if not 1 <= m <= MAX_M:
+        raise InputError(f"the GEMM takes M = 1..{MAX_M} activation rows, got {m}; split the batch.")
+    if x.device != p.data.device:
+        raise InputError(f"x is on {x.device} but the weight on {p.data.device}; prepare the weight from a tensor on "
+                         f"{x.device} (or move x there).")
+    if config not in CONFIGS:
+        raise InputError(f"config must be one of {', '.join(CONFIGS)}, got {config!r}.")
+    if isinstance(split_k, bool) or not isinstance(split_k, int) or not 1 <= split_k <= MAX_SPLIT:
+        raise InputError(f"split_k must be a whole number 1..{MAX_SPLIT}, got {split_k!r}.")
+    if out is not None and (not isinstance(out, torch.Tensor) or out.dtype != torch.float16 or out.device != x.device
+                            or tuple(out.shape) != (m, p.n) or not out.is_contiguous()):
+        raise InputError(f"out must be a contiguous FP16 tensor ({m}, {p.n}) on {x.device}, got "
+                         f"{getattr(out, 'dtype', type(out).__name__)} {tuple(getattr(out, 'shape', ()))}.")
+    if not x.is_cuda:
+        from helpers.errors import NoGPUError
+
+        raise NoGPUError("the CUDA weight-only GEMM (x must be a CUDA tensor)")
+    return m
+
+
+def _ptr(t: torch.Tensor | None) -> np.uint64:
+    """A device pointer as the kernel argument (0 for None)."""
+    return np.uint64(0 if t is None else t.data_ptr())
+
+
+def _workspace(device: torch.device, numel: int) -> torch.Tensor:
+    """The zeroed FP32 workspace of split launches (each call leaves it zero)."""
+    key = (device, numel)
+    if key not in _workspaces:
+        _workspaces[key] = torch.zeros(numel, dtype=torch.float32, device=device)
+    return _workspaces[key]
+
+
+def _counters(device: torch.device) -> torch.Tensor:
+    """The zeroed arrival counters of fused split-K (the last block resets its own)."""
+    key = (device, "arrived")
+    if key not in _workspaces:
+        _workspaces[key] = torch.zeros(MAX_BLOCKS_X, dtype=torch.int32, device=device)
+    return _workspaces[key]
+
+
+def gemm(x: torch.Tensor, p: GemmWeight, split_k: int | None = None, config: str | None = None,
+         out: torch.Tensor | None = None, fused_finish: bool | None = None) -> torch.Tensor:
+    """y = x W^T for FP16 x (M, K), M = 1..64, and a prepared weight; FP16 y (M, N).
+
+    With split_k > 1 the slices' sums meet in an FP32 workspace; fused_finish (default FUSED_FINISH) lets the last
+    block convert them, otherwise a second kernel does.
+    """
+    m0 = x.shape[0] if isinstance(x, torch.Tensor) and x.ndim == 2 else 1
+    chosen = pick(p.scheme, p.n, p.k, m0) if isinstance(p, GemmWeight) else ("a", 1)
+    config = chosen[0] if config is None else config
+    split_k = chosen[1] if split_k is None else split_k
+    m = _check(x, p, split_k, config, out)
+    x = x.contiguous()
+    if x.data_ptr() % 16:
+        x = x.clone()  # cp.async copies 16 aligned bytes
+    y = out if out is not None else torch.empty((m, p.n), dtype=torch.float16, device=x.device)
+    name = kernel_name(p.bits, m, config)
+    compile_kernels([name])
+    c = CONFIGS[config]
+    ws = _workspace(x.device, m * p.n) if split_k > 1 else None
+    fused = FUSED_FINISH[0] if fused_finish is None else bool(fused_finish)
+    blocks = -(-p.n_pad // (32 * c.warps))
+    arrived = _counters(x.device) if ws is not None and fused and blocks <= MAX_BLOCKS_X else None
+    gshift = max(p.group, 1).bit_length() - 1
+    with _stream():
+        _functions[name]((blocks, split_k), (32 * c.warps,),
+                         (_ptr(p.data), _ptr(p.scale), _ptr(x), _ptr(y), _ptr(ws), _ptr(arrived), np.int32(m),
+                          np.int32(p.n), np.int32(p.n_pad), np.int32(p.k), np.int32(gshift)))
+        if ws is not None and arrived is None:
+            _functions["wo_gemm_finish"]((min(1024, -(-m * p.n // 256)),), (256,), (_ptr(ws), _ptr(y), np.int32(m * p.n)))
+    return y
+
+
+def dense(p: GemmWeight) -> torch.Tensor:
+    """The float32 weight (N, K) the kernel multiplies by: W4 fp16(q * s) per element, W8 q * s (scale in FP32)."""
+    from helpers.kernels import wo_gemm_twin as twin
+
+    return torch.from_numpy(twin.np_dense(p.bits, p.data.cpu().numpy(), p.scale.cpu().numpy(), p.n, p.k, p.group)) \
+        .to(p.data.device)
+
+
+def reference(x: torch.Tensor, p: GemmWeight) -> torch.Tensor:
+    """What the kernel computes, in float32 PyTorch on x's device, rounded to FP16 at the end."""
+    return (x.float() @ dense(p).T).to(torch.float16)

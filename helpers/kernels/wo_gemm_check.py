@@ -1,0 +1,302 @@
+"""GPU check and benchmark of the tensor-core weight-only GEMM (``wo_gemm``) against its peers.
+
+    python -m helpers.kernels.wo_gemm_check --out DIR     correctness of every variant, then the timing table
+    python -m helpers.kernels.wo_gemm_check --selftest    a few small cases, e.g. under compute-sanitizer:
+    compute-sanitizer --tool memcheck python -m helpers.kernels.wo_gemm_check --selftest   (also racecheck, synccheck)
+
+Correctness: every scheme (W4 g32/g64/g128, W8), config and split against the float32 reference at M = 1..64 and an
+odd N, printing max error / max |y|. Timing: each kernel walks through enough weight copies to defeat the 50 MB L2,
+captured in one CUDA graph; the graphs of one (shape, M) are replayed interleaved, one timing of each per round,
+median and quartiles kept. Writes DIR/rows.json (kernel, scheme, shape, M, us, lo, hi), DIR/pick.json (the fastest
+GEMM launch per case, for wo_gemm.use_table) and prints ratios over cuBLAS FP16 (geometric mean over shapes).
+
+Serves: tooling — the GEMM's GPU check and benchmark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from helpers.kernels import wo_gemm as G
+from helpers.quant import weight_only as wo
+
+SHAPES = ((4096, 4096), (11008, 4096), (4096, 11008))  # LLaMA-7B: q/k/v/o, gate/up, down
+BATCHES = (1, 2, 4, 8, 16, 32, 64)
+CHECK_M = (1, 2, 3, 4, 8, 16, 17, 32, 64)
+L2_BYTES = 50 * 2**20
+TOLERANCE = 5e-3  # max error / max |y| (FP16 output rounding is 5e-4; FP16 weights and sums add a little)
+
+
+def layer(n: int, k: int, seed: int = 0) -> torch.Tensor:
+    """A random FP16 weight (N, K) with LLM-like magnitudes on the GPU."""
+    gen = torch.Generator(device="cuda").manual_seed(seed + n + k)
+    return (torch.randn(n, k, device="cuda", generator=gen) * 0.02).half()
+
+
+def relative_error(y: torch.Tensor, ref: torch.Tensor) -> float:
+    """max |y - ref| / max |ref|."""
+    return float((y.float() - ref.float()).abs().max() / ref.float().abs().max().clamp_min(1e-6))
+
+
+def exact_weight(q: wo.W4Weight | wo.W8Weight) -> torch.Tensor:
+    """The float32 weight the kernel multiplies by, from the quantized weight itself (not the layout): W4 fp16(q * s)."""
+    if isinstance(q, wo.W8Weight):
+        return q.q.float() * q.scale.float()[:, None]
+    s = q.scale.half().float().repeat_interleave(q.group_size, dim=1)
+    return (wo.unpack_int4(q.packed).float() * s).half().float()
+
+
+def check_cases(shapes: tuple, batches: tuple, splits: tuple[int, ...] = (1, 3)) -> list[dict]:
+    """Every scheme, config and split on the given shapes and batches; one row per case with its relative error."""
+    rows = []
+    for n, k in shapes:
+        w = layer(n, k)
+        weights = {"w8a16": wo.quantize_w8(w)} | {f"w4a16 g{g}": wo.quantize_w4(w, g) for g in (32, 64, 128)}
+        for scheme, q in weights.items():
+            p, dense = G.prepare(q), exact_weight(q)
+            for m in batches:
+                x = torch.randn(m, k, device="cuda").half()
+                ref = (x.float() @ dense.T).half()
+                for config in G.CONFIGS:
+                    for split in splits:
+                        for fused in ((True, False) if split > 1 else (True,)):
+                            y = G.gemm(x, p, split_k=split, config=config, fused_finish=fused)
+                            err = relative_error(y, ref)
+                            rows.append({"scheme": scheme, "shape": f"{n}x{k}", "M": m, "config": config,
+                                         "split": split, "fused": fused, "error": err, "ok": err <= TOLERANCE})
+    return rows
+
+
+def print_checks(rows: list[dict]) -> bool:
+    """Print the worst case per (scheme, shape, M); True when every case is within TOLERANCE."""
+    worst: dict[tuple, dict] = {}
+    for r in rows:
+        key = (r["scheme"], r["shape"], r["M"])
+        if key not in worst or r["error"] > worst[key]["error"]:
+            worst[key] = r
+    for (scheme, shape, m), r in worst.items():
+        print(f"  {scheme:12s} {shape:11s} M={m:<3d} max err / max|y| {r['error']:.2e} (worst: config "
+              f"{r['config']} split {r['split']}{'' if r['fused'] else ' 2-pass'}){'' if r['ok'] else '  FAIL'}")
+    bad = [r for r in rows if not r["ok"]]
+    print(f"correctness: {len(rows) - len(bad)} of {len(rows)} cases within {TOLERANCE:g}")
+    if any(r["fused"] and r["split"] > 1 for r in bad) and not any(not r["fused"] for r in bad):
+        G.FUSED_FINISH[0] = False
+        print("  the in-kernel split-K finish failed where the second pass did not: timing uses the second pass")
+    return not bad
+
+
+# ---- timing ----
+
+def copies(nbytes: int) -> int:
+    """Weight copies that make one replay read six times the L2 cache (2..96)."""
+    return max(2, min(96, math.ceil(6 * L2_BYTES / max(nbytes, 1))))
+
+
+def capture(calls: list[Callable[[], Any]]) -> Callable[[], Any]:
+    """The calls, warmed up on a side stream, captured back to back in one CUDA graph; its replay."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for c in calls:
+            c()
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for c in calls:
+            c()
+    return g.replay
+
+
+def time_graphs(graphs: dict[str, tuple[Callable[[], Any], int]], rounds: int, replays: int = 3) -> dict[str, list]:
+    """µs per call of each graph (replay, calls in it), one timing of each per round (helpers.bench.timed_rounds)."""
+    from helpers.bench import timed_rounds
+
+    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+    def timer(replay: Callable[[], Any], count: int) -> float:
+        begin.record()
+        for _ in range(replays):
+            replay()
+        end.record()
+        end.synchronize()
+        return begin.elapsed_time(end) * 1e3 / replays / count
+
+    return timed_rounds({name: (lambda r=r, c=c: timer(r, c)) for name, (r, c) in graphs.items()}, rounds)
+
+
+def tinygemm_weight(w4: wo.W4Weight) -> tuple[torch.Tensor, torch.Tensor]:
+    """PyTorch's tinygemm INT4 packing of a symmetric W4 weight (zero point 0, BF16 scales and zeros)."""
+    q = wo.unpack_int4(w4.packed).to(torch.int32) + 8
+    sz = torch.stack([w4.scale.T, torch.zeros_like(w4.scale.T)], -1).contiguous().to(torch.bfloat16)
+    u8 = ((q[:, ::2] << 4) | q[:, 1::2]).to(torch.uint8)
+    return torch.ops.aten._convert_weight_to_int4pack(u8, 8), sz
+
+
+def candidates(n: int, k: int) -> list[tuple[str, int]]:
+    """The GEMM launches a case times: each config at its rule's split, and config 'a' at half and double it."""
+    sms = G.sm_count()
+    out = [(c, G.rule_split(n, k, c, sms)) for c in G.CONFIGS]
+    s = out[0][1]
+    out += [("a", max(1, s // 2)), ("a", min(G.MAX_SPLIT, 2 * s))]
+    return list(dict.fromkeys(out))
+
+
+def kernels_for(n: int, k: int, w: torch.Tensor) -> dict[str, tuple[str, Callable[[torch.Tensor], list]]]:
+    """name -> (scheme, a function of x giving one call per weight copy) for every kernel timed at this shape."""
+    from helpers.kernels import triton_wo_gemm as tg
+    from helpers.kernels import wo_gemv
+
+    w4, w8 = wo.quantize_w4(w, 128), wo.quantize_w8(w)
+    out: dict[str, tuple[str, Callable[[torch.Tensor], list]]] = {}
+    dense = [w] + [w.clone() for _ in range(copies(w.numel() * 2) - 1)]
+    out["cuBLAS fp16"] = ("fp16", lambda x: [lambda d=d: torch.nn.functional.linear(x, d) for d in dense])
+    for scheme, q in (("w4a16", w4), ("w8a16", w8)):
+        p = G.prepare(q)
+        ps = [p] + [p.clone() for _ in range(copies(p.nbytes) - 1)]
+        for config, split in candidates(n, k):
+            out[f"gemm {config} s{split} {scheme}"] = (scheme, lambda x, ps=ps, c=config, s=split: [
+                lambda p=p: G.gemm(x, p, split_k=s, config=c) for p in ps])
+        config, split = candidates(n, k)[0]  # the rule's launch with the second pass, for the comparison
+        if split > 1:
+            out[f"gemm-2pass {config} s{split} {scheme}"] = (scheme, lambda x, ps=ps, c=config, s=split: [
+                lambda p=p: G.gemm(x, p, split_k=s, config=c, fused_finish=False) for p in ps])
+        gv = wo_gemv.prepare(q)
+        gvs = [gv] + [gv.clone() for _ in range(copies(gv.nbytes) - 1)]
+        out[f"gemv {scheme}"] = (scheme, lambda x, gvs=gvs: [] if x.shape[0] > wo_gemv.MAX_BATCH else [
+            lambda v=v: wo_gemv.gemv(x, v) for v in gvs])
+        t = tg.prepare(q)
+        ts = [t] + [tg.GemmWeight(t.kind, t.codes.clone(), t.scale.clone(), t.n, t.k, t.group_size)
+                    for _ in range(copies(t.codes.numel() + 2 * t.scale.numel()) - 1)]
+        out[f"triton {scheme}"] = (scheme, lambda x, ts=ts: [lambda v=v: tg.wo_gemm(x, v) for v in ts])
+    try:
+        packed, sz = tinygemm_weight(w4)
+        tgs = [(packed, sz)] + [(packed.clone(), sz.clone()) for _ in range(copies(packed.numel() * 4) - 1)]
+        out["tinygemm w4a16"] = ("w4a16", lambda x: [
+            lambda a=a, b=b, xb=x.to(torch.bfloat16): torch._weight_int4pack_mm(xb, a, 128, b) for a, b in tgs])
+    except (RuntimeError, AttributeError) as err:
+        print(f"  tinygemm skipped at {n}x{k}: {str(err).splitlines()[0][:120]}")
+    return out
+
+
+def bench(shapes: tuple, batches: tuple, rounds: int) -> list[dict]:
+    """Timing rows (kernel, scheme, shape, M, us, lo, hi) for every kernel, shape and batch."""
+    rows = []
+    for n, k in shapes:
+        kernels = kernels_for(n, k, layer(n, k))
+        for m in batches:
+            x = torch.randn(m, k, device="cuda").half()
+            graphs = {}
+            for name, (scheme, make) in kernels.items():
+                try:
+                    calls = make(x)
+                    if calls:
+                        graphs[name] = (capture(calls), len(calls))
+                except Exception as err:  # a peer that does not take this shape or batch is reported, not fatal
+                    print(f"  {name} skipped at {n}x{k} M={m}: {type(err).__name__}: {str(err).splitlines()[0][:120]}")
+            for name, us in time_graphs(graphs, rounds).items():
+                q = statistics.quantiles(us, n=4, method="inclusive")
+                rows.append({"kernel": name, "scheme": kernels[name][0], "shape": f"{n}x{k}", "M": m,
+                             "us": statistics.median(us), "lo": q[0], "hi": q[2]})
+            del graphs
+            torch.cuda.synchronize()
+    return rows
+
+
+def summarize(rows: list[dict]) -> tuple[dict, list[str]]:
+    """(pick table of the fastest GEMM launch per case, printed lines of ratios over cuBLAS FP16 and the winners)."""
+    fp16 = {(r["shape"], r["M"]): r["us"] for r in rows if r["kernel"] == "cuBLAS fp16"}
+    best: dict[tuple, dict] = {}  # (family, scheme, shape, M) -> fastest row of that family
+    for r in rows:
+        family = r["kernel"].split()[0]
+        key = (family, r["scheme"], r["shape"], r["M"])
+        if key not in best or r["us"] < best[key]["us"]:
+            best[key] = r
+    table = {}
+    for (family, scheme, shape, m), r in best.items():
+        if family == "gemm":
+            _, config, split, _ = r["kernel"].split()
+            n, k = shape.split("x")
+            table[G.table_key(scheme, int(n), int(k), m)] = {"config": config, "split": int(split[1:]), "us": r["us"]}
+    for key, row in table.items():  # the fastest of the course's kernels (GEMM, GEMV, Triton) for the case
+        scheme, shape, m = key.split()
+        mine = {f: r["us"] for (f, s, sh, mm), r in best.items()
+                if f in ("gemm", "gemv", "triton") and s == scheme and sh == shape and f"m{mm}" == m}
+        row["fastest"] = min(mine, key=mine.get)
+    lines = ["ratio = cuBLAS FP16 µs / kernel µs, geometric mean over shapes (higher is faster)"]
+    families = sorted({(f, s) for f, s, _, _ in best if s != "fp16"})
+    batches = sorted({m for *_, m in best})
+    lines.append(f"{'kernel':22s}" + "".join(f"{'M=' + str(m):>8s}" for m in batches))
+    for f, s in families:
+        cells = []
+        for m in batches:
+            ratios = [fp16[(sh, m)] / r["us"] for (ff, ss, sh, mm), r in best.items()
+                      if ff == f and ss == s and mm == m and (sh, m) in fp16]
+            cells.append(f"{math.exp(sum(map(math.log, ratios)) / len(ratios)):8.2f}" if ratios else f"{'—':>8s}")
+        lines.append(f"{f + ' ' + s:22s}" + "".join(cells))
+    for s in ("w4a16", "w8a16"):
+        for m in batches:
+            per_shape = {}
+            for (f, ss, sh, mm), r in best.items():
+                if ss == s and mm == m and (sh not in per_shape or r["us"] < per_shape[sh]["us"]):
+                    per_shape[sh] = r
+            lines.append(f"fastest {s} M={m}: " + ", ".join(f"{sh} {r['kernel']} {r['us']:.1f} µs"
+                                                             for sh, r in sorted(per_shape.items())))
+    return table, lines
+
+
+def selftest() -> bool:
+    """Small cases of every variant (odd N, uneven split, masked rows): quick enough for compute-sanitizer."""
+    G.compile_kernels()
+    rows = check_cases(((72, 256),), (1, 17, 64), splits=(1, 3))
+    return print_checks(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: --out DIR (checks and timing) or --selftest."""
+    ap = argparse.ArgumentParser(prog="python -m helpers.kernels.wo_gemm_check", description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, help="a new or empty folder for rows.json and pick.json")
+    ap.add_argument("--selftest", action="store_true", help="only the small correctness cases")
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds (default 5)")
+    args = ap.parse_args(argv)
+    if not 2 <= args.rounds <= 100:
+        ap.error(f"--rounds must be 2..100 (two give a spread), got {args.rounds}")
+    if not torch.cuda.is_available():
+        print("wo_gemm_check needs a CUDA GPU (none here).", file=sys.stderr)
+        return 2
+    if args.selftest:
+        return 0 if selftest() else 1
+    if args.out is None:
+        ap.error("give --out DIR (or --selftest)")
+    if args.out.exists() and any(args.out.iterdir()):
+        print(f"{args.out} is not empty; give a new folder (nothing was written).", file=sys.stderr)
+        return 2
+    start = time.perf_counter()
+    try:
+        G.compile_kernels()
+        print(f"compiled {len(G.all_kernel_names())} GEMM instances in {time.perf_counter() - start:.1f} s")
+        ok = print_checks(check_cases(((4104, 4096), (4096, 11008)), CHECK_M))
+        rows = bench(SHAPES, BATCHES, args.rounds)
+    except KeyboardInterrupt:
+        print("interrupted; nothing written.", file=sys.stderr)
+        return 130
+    table, lines = summarize(rows)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "rows.json").write_text(json.dumps(rows, indent=1), encoding="utf-8")
+    (args.out / "pick.json").write_text(json.dumps(table, indent=1), encoding="utf-8")
+    print("\n".join(lines))
+    print(f"wrote {args.out / 'rows.json'} and pick.json; {time.perf_counter() - start:.0f} s in all")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

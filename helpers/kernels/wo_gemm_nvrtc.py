@@ -1,0 +1,53 @@
+"""Compile ``wo_gemm.cu`` with NVRTC for a GPU target without a GPU (cuda-bindings), so a CPU test catches a C++,
+PTX or register-spill error before the kernel reaches a GPU.
+
+Serves: tooling — the GEMM's CPU compile test.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+from pathlib import Path
+
+from helpers.kernels.wo_gemm import all_kernel_names, source
+
+
+def include_dir() -> str | None:
+    """A folder with cuda_fp16.h for NVRTC: $CUDA_HOME/include, else the copy numba-cuda ships for CUDA 12."""
+    for base in (os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
+        if base and (Path(base) / "include" / "cuda_fp16.h").exists():
+            return str(Path(base) / "include")
+    spec = importlib.util.find_spec("numba_cuda")
+    if spec and spec.origin:
+        d = Path(spec.origin).parent / "numba" / "cuda" / "include" / "12"
+        if (d / "cuda_fp16.h").exists():
+            return str(d)
+    return None
+
+
+def available() -> bool:
+    """True when cuda-bindings' NVRTC and a cuda_fp16.h are here."""
+    return importlib.util.find_spec("cuda.bindings") is not None and include_dir() is not None
+
+
+def compile_log(names: list[str] | None = None, arch: str = "sm_90") -> tuple[bool, str]:
+    """(compiled, compiler log with ptxas -v) of the named instances (default: all) for `arch`."""
+    from cuda.bindings import nvrtc
+
+    err, prog = nvrtc.nvrtcCreateProgram(source().encode(), b"wo_gemm.cu", 0, [], [])
+    for n in names or all_kernel_names():
+        nvrtc.nvrtcAddNameExpression(prog, n.encode())
+    opts = [f"--gpu-architecture={arch}".encode(), b"--std=c++17", f"-I{include_dir()}".encode(), b"-Xptxas=-v"]
+    (res,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
+    _, size = nvrtc.nvrtcGetProgramLogSize(prog)
+    log = b" " * size
+    nvrtc.nvrtcGetProgramLog(prog, log)
+    nvrtc.nvrtcDestroyProgram(prog)
+    return res == nvrtc.nvrtcResult.NVRTC_SUCCESS, log.decode(errors="replace").rstrip("\x00 ")
+
+
+def spills(log: str) -> list[int]:
+    """Bytes of spill stores per compiled function in a ptxas -v log."""
+    return [int(v) for v in re.findall(r"(\d+) bytes spill stores", log)]

@@ -1,0 +1,127 @@
+"""The numpy twin of ``wo_gemm.cu``: the mma.sync m16n8k16 fragment ownership, the in-register dequantisation and
+the kernel's loop over tiles, so that the CPU tests can check the layout and the arithmetic bit by bit.
+
+Fragment ownership (PTX ISA, mma.m16n8k16 with .f16 A/B and .f32 C/D), lane = 4 g + t:
+    A (16 x 16, row-major)  a0: row g, cols 2t, 2t+1   a1: row g+8, same cols   a2: row g, cols 2t+8, 2t+9   a3: row g+8
+    B (16 x 8, "col")       b0: rows (k) 2t, 2t+1 of col (n) g                 b1: rows 2t+8, 2t+9 of col g
+    C (16 x 8, FP32)        c0, c1: row g, cols 2t, 2t+1                        c2, c3: row g+8, cols 2t, 2t+1
+(the lower 16 bits of a register hold the first of its two FP16 values.)
+
+Serves: tooling — the tensor-core weight-only GEMM, its tests and benchmark (chapter 12 to come).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from helpers.quant import wo_layout
+
+LANES = np.arange(32)
+G, T = LANES // 4, LANES % 4
+
+
+def a_owner() -> tuple[np.ndarray, np.ndarray]:
+    """(row, col) of A held by (lane, register 0..3, half 0..1): arrays (32, 4, 2)."""
+    reg, half = np.arange(4)[None, :, None], np.arange(2)[None, None, :]
+    row = G[:, None, None] + 8 * (reg % 2) + 0 * half
+    col = 2 * T[:, None, None] + 8 * (reg // 2) + half
+    return row, col
+
+
+def b_owner() -> tuple[np.ndarray, np.ndarray]:
+    """(k, n) of B held by (lane, register 0..1, half 0..1): arrays (32, 2, 2)."""
+    reg, half = np.arange(2)[None, :, None], np.arange(2)[None, None, :]
+    return 2 * T[:, None, None] + 8 * reg + half, G[:, None, None] + 0 * (reg + half)
+
+
+def c_owner() -> tuple[np.ndarray, np.ndarray]:
+    """(row, col) of C held by (lane, value 0..3): arrays (32, 4)."""
+    e = np.arange(4)[None, :]
+    return G[:, None] + 8 * (e // 2), 2 * T[:, None] + e % 2
+
+
+def np_mma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """One mma.sync m16n8k16 on fragments: a (32, 4, 2), b (32, 2, 2) FP16 values, c (32, 4) FP32; returns d."""
+    A = np.zeros((16, 16), np.float32)
+    B = np.zeros((16, 8), np.float32)
+    A[a_owner()] = a
+    B[b_owner()] = b
+    D = A.astype(np.float64) @ B.astype(np.float64)
+    return (c + D[c_owner()]).astype(np.float32)
+
+
+def _h(bits: np.ndarray) -> np.ndarray:
+    """uint16 FP16 bit patterns as float16 numbers."""
+    return np.asarray(bits & 0xFFFF, np.uint16).view(np.float16)
+
+
+def np_b_fragments(bits: int, data: np.ndarray, scale: np.ndarray, n_pad: int, k: int, group: int = 0) -> np.ndarray:
+    """The kernel's B registers as FP16: (N_pad/32, K/32, lane, j, ks, register, half), emulating stage 4 exactly."""
+    nt, nch = n_pad // wo_layout.TILE, k // wo_layout.TILE
+    out = np.empty((nt, nch, 32, 4, 2, 2, 2), np.float16)
+    if bits == 4:
+        words = (np.asarray(data).astype(np.int64) & 0xFFFFFFFF).reshape(nt, nch, 32, 4)
+        s = np.asarray(scale, np.float16)  # (K/G, N_pad), a lane's 4 columns at 4g + j of each tile
+        grp = (np.arange(nch) * 32) // group
+        sc = s[grp][:, (np.arange(nt)[:, None, None] * 32 + 4 * G[None, :, None] + np.arange(4)[None, None, :])]
+        sc = sc.transpose(1, 0, 2, 3)  # (nt, nch, lane, j)
+        for ks in range(2):
+            v = words >> (8 * ks)
+            lo = (v & 0x000F000F) | 0x64006400  # LOP3: nibbles 0, 4 (k-step 0) or 2, 6 after >> 8 (k-step 1)
+            hi = (v & 0x00F000F0) | 0x64006400
+            for h in range(2):
+                b0 = _h(lo >> (16 * h)) - np.float16(1032)  # HSUB2
+                b1 = _h(hi >> (16 * h)) * np.float16(1 / 16) + np.float16(-72)  # HFMA2 (exact)
+                out[..., ks, 0, h] = b0 * sc  # HMUL2 by the group scale: exact product, one rounding
+                out[..., ks, 1, h] = b1 * sc
+    else:
+        b = np.asarray(data, np.uint8).reshape(nt, nch, 2, 32, 4, 4)  # [piece = ks][lane][word j][byte]
+        q = b.astype(np.int64)
+        for ks in range(2):
+            for r in range(2):
+                for h in range(2):  # PRMT 0x4140 (bytes 0, 1) / 0x4342 (bytes 2, 3) with 0x64, minus 1152
+                    out[..., ks, r, h] = _h(0x6400 | q[:, :, ks, :, :, 2 * r + h]) - np.float16(1152)
+    return out
+
+
+def np_dense(bits: int, data: np.ndarray, scale: np.ndarray, n: int, k: int, group: int = 0) -> np.ndarray:
+    """The float32 weight (N, K) the kernel multiplies by, placed from its B registers with the PTX ownership."""
+    n_pad = wo_layout.padded(n)
+    frag = np_b_fragments(bits, data, scale, n_pad, k, group).astype(np.float32)
+    kk, nn = b_owner()  # (lane, register, half) -> (k, n) inside one 16 x 8 block
+    w = np.zeros((n_pad, k), np.float32)
+    nt, c, j, ks = np.ix_(*(np.arange(v) for v in (n_pad // 32, k // 32, 4, 2)))
+    for lane in range(32):
+        for r in range(2):
+            for h in range(2):
+                rows = 32 * nt + 8 * j + nn[lane, r, h] + 0 * (c + ks)
+                cols = 32 * c + 16 * ks + kk[lane, r, h] + 0 * (nt + j)
+                w[rows, cols] = frag[:, :, lane, :, :, r, h]
+    if bits == 8:
+        w = w * np.asarray(scale, np.float32)[:, None]
+    return w[:n]
+
+
+def np_gemm(x: np.ndarray, bits: int, data: np.ndarray, scale: np.ndarray, n: int, k: int, group: int = 0) -> np.ndarray:
+    """The kernel's loop in numpy: A fragments from x (rows >= M masked to 0), B from the layout, mma, epilogue."""
+    m = x.shape[0]
+    mt_count = -(-m // 16)
+    xp = np.zeros((16 * mt_count, k), np.float16)
+    xp[:m] = x
+    n_pad = wo_layout.padded(n)
+    frag = np_b_fragments(bits, data, scale, n_pad, k, group)
+    ar, ac = a_owner()
+    cr, cc = c_owner()
+    y = np.zeros((16 * mt_count, n_pad), np.float32)
+    for nt in range(n_pad // 32):
+        for i in range(mt_count):
+            for j in range(4):
+                acc = np.zeros((32, 4), np.float32)
+                for c in range(k // 32):
+                    for ks in range(2):
+                        a = xp[16 * i + ar, 32 * c + 16 * ks + ac]
+                        acc = np_mma(a, frag[nt, c, :, j, ks], acc)
+                if bits == 8:
+                    acc = acc * np.asarray(scale, np.float32)[32 * nt + 8 * j + cc]
+                y[16 * i + cr, 32 * nt + 8 * j + cc] = acc
+    return y[:m, :n]
