@@ -82,14 +82,15 @@ def runs(root: Path = ROOT) -> list[Run]:
 @contextlib.contextmanager
 def as_run(run: Run) -> Iterator[None]:
     """Make every stored-record lookup (helpers.reference, helpers.findings) read `run` alone, with no session."""
-    saved = reference.load, bench.session_records, reference.session_records
+    from helpers import records
+
+    saved = reference.load, bench.session_records, reference.session_records, records.session_records
     reference.load = lambda source="h200": run.records  # type: ignore[assignment]
-    bench.session_records = lambda: []
-    reference.session_records = bench.session_records
+    bench.session_records = reference.session_records = records.session_records = lambda: []
     try:
         yield
     finally:
-        reference.load, bench.session_records, reference.session_records = saved
+        reference.load, bench.session_records, reference.session_records, records.session_records = saved
 
 
 # ---- the rules, on plain data ------------------------------------------------------------------------------
