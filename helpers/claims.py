@@ -87,12 +87,13 @@ class Claim:
 
 def verdict_zh(verdict: str) -> str:
     """The Chinese verdict word: 成立, 不成立, 视情况而定, 未测量, or 无法判定 (a difference inside the noise)."""
-    from helpers.findings import NOT_RESOLVED, NOT_RESOLVED_ZH
+    from helpers.findings import DISTURBED, DISTURBED_ZH, NOT_RESOLVED, NOT_RESOLVED_ZH
 
     base, _, rest = verdict.partition(" (")
     words = ((HOLDS + ":", "视情况而定"), ("depends", "视情况而定"), ("holds on paper", "视情况而定"),
              ("doesn't fit", "不成立（不适用）"), (FAILS, "不成立"), (OUTDATED, "不成立（已过时）"),
-             (HOLDS, "成立"), (NOT_MEASURED, "未测量"), (NOT_RESOLVED, f"无法判定（{NOT_RESOLVED_ZH}）"))
+             (HOLDS, "成立"), (NOT_MEASURED, "未测量"), (NOT_RESOLVED, f"无法判定（{NOT_RESOLVED_ZH}）"),
+             (DISTURBED, f"无法判定（{DISTURBED_ZH}）"))
     word = next((zh for en, zh in words if base.startswith(en)), "")
     if not word:
         raise InputError(f"verdict {verdict!r} has no Chinese word: use HOLDS, FAILS, OUTDATED, NOT_MEASURED, "
@@ -153,7 +154,10 @@ def gather(names: tuple[str, ...] | list[str]) -> tuple[dict[str, float | None],
 
 def judge(claim: Claim, measured: Values | None = None) -> dict[str, str]:
     """One claim judged: {claim, evidence, verdict, verdict_zh, summary_zh, baseline, from, source}."""
-    values, where = (dict(measured), "given values") if measured is not None else gather(claim.needs)
+    from helpers.findings import Values as WithSpreads
+
+    given = None if measured is None else WithSpreads(measured, getattr(measured, "spreads", None))
+    values, where = (given, "given values") if given is not None else gather(claim.needs)
     evidence, verdict = claim.judge(values)
     summary = claim.summary_zh(values) if callable(claim.summary_zh) else claim.summary_zh
     if not claim.needs:
@@ -164,12 +168,18 @@ def judge(claim: Claim, measured: Values | None = None) -> dict[str, str]:
             "summary_zh": summary, "baseline": claim.baseline, "from": where, "source": claim.source}
 
 
+ROW_TWINS = {"claim": "说法", "evidence": "证据", "verdict": "结论"}  # every English column's 中文 twin
+
+
 def rows(chapter: int | None = None, measured: Values | None = None) -> list[dict]:
-    """The claims table of one chapter (or all): claim, evidence, verdict, 结论 (the verdict in Chinese),
-    where from, source."""
-    keep = {"claim": "claim", "evidence": "evidence", "verdict": "verdict", "verdict_zh": "结论", "from": "from",
-            "source": "source"}
-    return [{keep[k]: v for k, v in judge(c, measured).items() if k in keep} for c in registered(chapter)]
+    """The claims table of one chapter (or all), bilingual: claim and 说法 (the notes' statement), evidence and
+    证据 (its Chinese summary), verdict and 结论, then where from and the source."""
+    out = []
+    for c in registered(chapter):
+        j = judge(c, measured)
+        out.append({"claim": j["claim"], "说法": c.notes_zh, "evidence": j["evidence"], "证据": j["summary_zh"],
+                    "verdict": j["verdict"], "结论": j["verdict_zh"], "from": j["from"], "source": j["source"]})
+    return out
 
 
 def show(chapter: int | None = None, measured: Values | None = None) -> None:

@@ -319,13 +319,14 @@ class Result:
         return plots.bar_ratios({str(r[label]): r[value] for r in rows}, title=title, ylabel=ylabel, target=target,
                                 device=self.device, note=self.note)
 
-    def say(self, template: str, names: Mapping[str, str], verdict: Any = None) -> str:
-        """``helpers.findings.say`` over this result's source (its spreads decide 'not resolved at this noise')."""
+    def say(self, template: str, names: Mapping[str, str], verdict: Any = None, **twin_zh: Any) -> str:
+        """``helpers.findings.say`` over this result's source (its spreads decide 'not resolved at this noise'),
+        with its 中文 twin (``zh=``, ``verdict_zh=``) passed on."""
         from helpers import findings, reference
 
         sources = ((findings.HERE,) if self.measured else
                    (self.source,) if self.source in reference.SOURCES else findings.DEFAULT_SOURCES)
-        return findings.say(template, names, verdict, sources=sources)
+        return findings.say(template, names, verdict, sources=sources, **twin_zh)
 
     def headlines(self) -> list[dict]:
         """The experiment's headline values beside the stored runs and their targets (shown, and returned)."""

@@ -290,15 +290,18 @@ class SweepCheck:
 
 
 def recheck(items: Sequence[float], per_item: Sequence[float], measure: Callable[[float], float] | None,
-            *, rounds: int = 3, factor: float = JUMP) -> SweepCheck:
+            *, rounds: int = 3, factor: float = JUMP,
+            flag: Callable[[Sequence[float], Sequence[float]], list[int]] | None = None) -> SweepCheck:
     """Flag jumps, re-measure each flagged point `rounds` times with measure(item) -> per-item time
-    (median kept), and flag again; measure=None (a stored sweep) re-measures nothing."""
+    (median kept), and flag again; measure=None (a stored sweep) re-measures nothing. `flag` (items,
+    values) -> indices replaces the jump test, e.g. rounds beyond a physical bound (chapter 10)."""
+    find = flag or (lambda xs, vs: sweep_jumps(xs, vs, factor))
     values = list(per_item)
-    first = sweep_jumps(items, values, factor)
+    first = find(items, values)
     if measure is not None:
         for i in first:
             values[i] = float(np.median([measure(items[i]) for _ in range(rounds)]))
-    last = sweep_jumps(items, values, factor) if measure is not None else first
+    last = find(items, values) if measure is not None else first
     return SweepCheck(tuple(items), tuple(values), tuple(items[i] for i in first),
                       tuple(items[i] for i in last), measure is not None)
 

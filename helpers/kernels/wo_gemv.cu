@@ -4,8 +4,8 @@
 // The teaching path, each step one change (helpers/kernels/wo_gemv.py launches them, chapter 12 times them):
 //   step 0  wo_naive_w8 / wo_naive_w4   one warp per row, one byte per lane per load, int-to-float conversions
 //   step 1  wo_gemv<.., MAGIC=false, R=1>  16-byte streaming loads (32 INT4 or 16 INT8 weights per lane per load)
-//   step 2  wo_gemv<.., MAGIC=true, R=1>   the magic-number conversion: codes become FP16 pairs with one LOP3 or
-//                                          PRMT and one HSUB2, then two multiply-adds per HFMA2 instruction
+//   step 2  wo_gemv<.., MAGIC=true, R=1>   the magic-number conversion: codes become FP16 pairs with one lop3 (PTX)
+//                                          and one __hsub2, then two multiply-adds per __hfma2 (as written)
 //   step 3  wo_gemv<.., R=4>               several rows per warp: each activation load serves R rows
 //   step 4  blockDim.y = S > 1             split-K inside a block: S warps share the R rows and split K, so even
 //                                          4096 rows give enough warps to keep all 132 SMs' loads in flight
@@ -26,7 +26,7 @@
 
 __device__ __forceinline__ half2 as_h2(unsigned v) { return *reinterpret_cast<half2*>(&v); }
 __device__ __forceinline__ float sum_h2(half2 v) { float2 f = __half22float2(v); return f.x + f.y; }
-// (a & b) | c in one LOP3 instruction (written as C, the compiler emits two).
+// (a & b) | c as one PTX lop3 (what the compiler makes of the C spelling was not inspected in SASS here).
 __device__ __forceinline__ unsigned lop3_and_or(unsigned a, unsigned b, unsigned c) {
     unsigned d;
     asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "r"(b), "r"(c));

@@ -76,3 +76,11 @@ def test_int8_doubling_is_judged_against_fp32_not_fp16():
     assert j["verdict"] == claims.HOLDS and "2.95×" in j["evidence"] and j["verdict_zh"] == "成立"
     slow = claims.judge(c, {**m, "ch09.bert.seq_per_s.fp16_eager": 2000.0, "bert_base.int8_over_fp32_eager": 1.2})
     assert slow["verdict"] == claims.FAILS
+
+
+def test_every_claims_table_row_has_its_chinese_twin():
+    """Old table: claim, evidence and verdict in English, only the verdict word (结论) in Chinese."""
+    for measured in (None, {}):
+        for row in claims.rows(None, measured):
+            for en, zh in claims.ROW_TWINS.items():
+                assert row[en] and CJK.search(row[zh]), f"{row['claim'][:40]}: column {en!r} has no Chinese twin {zh!r}"

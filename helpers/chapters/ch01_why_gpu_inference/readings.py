@@ -8,11 +8,14 @@ Serves: chapter 1.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from helpers import bench, findings, reference
 from helpers.chapters.ch01_why_gpu_inference import inference_speed as speed
 from helpers.chapters.ch01_why_gpu_inference.notes import CPU_BW_ALL, CPU_BW_ONE, GPU_BW
 
 NAMES = {"bert_base": "BERT-base", "resnet50": "ResNet-50", "tiny_mlp": "the tiny MLP"}
+NAMES_ZH = {"bert_base": "BERT-base", "resnet50": "ResNet-50", "tiny_mlp": "小型 MLP"}
 
 
 def _ms(model: str, mode: str, batch: int, dtype: str = "fp32") -> str:
@@ -35,12 +38,18 @@ def growth(model: str, dtype: str = "fp32", b0: int = 1, b1: int = 32) -> str:
 
 def copy_cost(model: str = "bert_base", batch: int = 1) -> str:
     """What the host↔device copies add at one batch size: end-to-end minus compute-only time."""
+    def verdict(v: Mapping[str, float], zh: bool = False) -> str:
+        add, share = v["e2e"] - v["gpu"], (v["e2e"] - v["gpu"]) / v["e2e"]
+        if v["e2e"] > 1.05 * v["gpu"]:
+            return f"拷贝增加 {add:.2f} ms（占总时间 {share:.0%}）" if zh else f"the copies add {add:.2f} ms ({share:.0%} of the total)"
+        return ("差别在多次运行的波动之内，这个规模下拷贝几乎不花时间" if zh else
+                "the difference is within the run-to-run noise, so at this size the copies cost next to nothing")
+
     return findings.sentence(
         f"{NAMES[model]}, batch {batch}: end to end {{e2e:.2f}} ms, compute only {{gpu:.2f}} ms: {{verdict}}.",
-        {"e2e": _ms(model, "gpu_e2e", batch), "gpu": _ms(model, "gpu", batch)},
-        lambda v: (f"the copies add {v['e2e'] - v['gpu']:.2f} ms ({(v['e2e'] - v['gpu']) / v['e2e']:.0%} of the total)"
-                   if v["e2e"] > 1.05 * v["gpu"] else
-                   "the difference is within the run-to-run noise, so at this size the copies cost next to nothing"))
+        {"e2e": _ms(model, "gpu_e2e", batch), "gpu": _ms(model, "gpu", batch)}, verdict,
+        zh=f"{NAMES_ZH[model]}，批大小 {batch}：端到端 {{e2e:.2f}} ms，仅计算 {{gpu:.2f}} ms：{{verdict}}。",
+        verdict_zh=lambda v: verdict(v, zh=True))
 
 
 def stored_crossover(model: str = "tiny_mlp", source: str = "h200") -> str:
@@ -91,4 +100,6 @@ def bandwidth() -> str:
     return findings.sentence(
         "CPU copy bandwidth {cpu:.1f} GB/s with all cores ({one:.1f} GB/s on one core); GPU copy "
         "{gpu:,.0f} GB/s: {verdict}.", {"cpu": CPU_BW_ALL, "one": CPU_BW_ONE, "gpu": GPU_BW},
-        lambda v: f"the GPU moves {v['gpu'] / v['cpu']:.0f}× what all these CPU cores move")
+        lambda v: f"the GPU moves {v['gpu'] / v['cpu']:.0f}× what all these CPU cores move",
+        zh="CPU 全部核心的拷贝带宽 {cpu:.1f} GB/s（单核 {one:.1f} GB/s）；GPU 拷贝 {gpu:,.0f} GB/s：{verdict}。",
+        verdict_zh=lambda v: f"GPU 搬运的数据量是这些 CPU 核心全部加起来的 {v['gpu'] / v['cpu']:.0f} 倍")

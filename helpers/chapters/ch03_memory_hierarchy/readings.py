@@ -39,7 +39,11 @@ def dram_traffic(stride: int = 32) -> str:
         {"d": f"{NCU}.copy_stride32.dram_gbs", "u": f"ch03.stride_gbs.s{stride}",
          "d1": f"{NCU}.copy_simple.dram_gbs", "u1": "ch03.stride_gbs.s1"},
         lambda v: (f"{v['d'] / v['u']:.0f} bytes of DRAM traffic per useful byte where the sector model counts "
-                   f"{model:.0f} (at stride 1 the same comparison gives {v['d1'] / v['u1']:.1f})"))
+                   f"{model:.0f} (at stride 1 the same comparison gives {v['d1'] / v['u1']:.1f})"),
+        zh=f"对同样的拷贝内核用 Nsight Compute 测量：步长 {stride} 时 DRAM 搬运 {{d:,.0f}} GB/s，而拷贝交付的有用字节为 "
+           "{u:,.0f} GB/s，{verdict}。",
+        verdict_zh=lambda v: (f"每个有用字节对应 {v['d'] / v['u']:.0f} 字节的 DRAM 流量，扇区模型算的是 {model:.0f}"
+                              f"（步长 1 时同样的比较为 {v['d1'] / v['u1']:.1f}）"))
 
 
 def misalignment(offset: int = 1) -> str:
@@ -64,4 +68,7 @@ def transposes() -> str:
         {"naive": "ch03.transpose_over_copy.cupy_naive", "tiled": "ch03.transpose_over_copy.cupy_tiled",
          "padded": "ch03.transpose_over_copy.cupy_padded"},
         lambda v: (f"padding the tile is worth {v['padded'] / v['tiled']:.1f}× over the unpadded tile, and the tile "
-                   f"{v['tiled'] / v['naive']:.1f}× over the naive transpose"))
+                   f"{v['tiled'] / v['naive']:.1f}× over the naive transpose"),
+        zh="与同样分块的拷贝相比：朴素转置 {naive:.2f}，共享内存分块 {tiled:.2f}，填充后的分块 {padded:.2f}：{verdict}。",
+        verdict_zh=lambda v: (f"填充让分块快了 {v['padded'] / v['tiled']:.1f} 倍，分块比朴素转置快 "
+                              f"{v['tiled'] / v['naive']:.1f} 倍"))

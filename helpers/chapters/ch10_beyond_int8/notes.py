@@ -15,13 +15,14 @@ from helpers.findings import NOT_RESOLVED, NOT_RESOLVED_ZH, spread_of
 
 def _speedup(m: Values, name: str) -> str:
     """Whether the speed-up `name` is real: HOLDS above 1 beyond its stored spread, FAILS below it, NOT_RESOLVED
-    when the spread holds 1; by the bare number (> 1) when no spread is stored (the evidence then says so)."""
+    when the spread holds 1, and NOT_RESOLVED too when no spread is stored (the evidence then says so): a bare
+    ratio near 1 decided 'holds' on one stored run and 'doesn't hold' on the next."""
     v = m.get(name)
     if v is None:
         return NOT_MEASURED
     where = side(spread_of(m, name))
     if where == UNKNOWN:
-        return HOLDS if v > 1 else FAILS
+        return NOT_RESOLVED
     return NOT_RESOLVED if where == INSIDE else HOLDS if where == ABOVE else FAILS
 
 

@@ -12,16 +12,19 @@ Serves: chapter 10.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from helpers.errors import InputError
-from helpers.findings import NOT_RESOLVED, spread_of
+from helpers.findings import DISTURBED, NOT_RESOLVED, beyond_bound, spread_of
 from helpers.spread import Spread
 
 NOTES_SPLIT_GAIN = 0.15  # lecture notes §6.3: first 1-2 layers on the CPU, ~15% end to end for video
 RECOVERED_PTS = 1.0  # without a stored spread: "recovered" is within this many points of FP32
 NO_SPREAD = "no spread is stored with these timings, so whether that is beyond the noise is unknown"
 NO_SPREAD_ZH = "这些计时没有保存噪声范围，无法判断差异是否超出噪声"
+WHOLE_LAYERS = (" (these timings are of whole layers: they do not show which part, the range reduction or the "
+                "conversions, makes the difference)")
+LOSS_24 = "a loss on this stack: both 2:4 kernels are slower than the dense ones"
 ABOVE, BELOW, INSIDE, UNKNOWN = "above", "below", "inside", "no spread"
 
 
@@ -46,14 +49,13 @@ def sparsity_gain(values: Mapping[str, float]) -> str:
     sides = {k: side(s) for k, s in spreads.items()}
     if UNKNOWN in sides.values():
         best = max(values["f"], values["i"])
-        word = ("by the numbers a 2:4 kernel is faster than the dense one, though below the 2× ceiling of the "
-                "datasheet" if best > 1 else "by the numbers both 2:4 kernels are slower than the dense ones"
-                if best < 1 else "by the numbers the best 2:4 kernel matches the dense one")
+        word = ("by the numbers a real gain on this stack, though below the 2× ceiling of the datasheet" if best > 1
+                else f"by the numbers {LOSS_24}" if best < 1 else "by the numbers the best 2:4 kernel matches the dense one")
         return f"{word}; {NO_SPREAD}"
     if ABOVE in sides.values():
         return "a real gain on this stack, though below the 2× ceiling of the datasheet"
     if all(v == BELOW for v in sides.values()):
-        return "a loss on this stack: both 2:4 kernels are slower than the dense ones"
+        return LOSS_24
     where = " and ".join(f"{'FP16' if k == 'f' else 'INT8'} {_interval(s)}" for k, s in spreads.items()
                          if s is not None and sides[k] == INSIDE)
     return f"no resolved gain on this stack: 2:4 against dense is {NOT_RESOLVED} ({where} over the rounds)"
@@ -64,10 +66,8 @@ def dynamic_vs_static(values: Mapping[str, float]) -> str:
     ratios' spreads over the interleaved rounds do not overlap."""
     s, d = values["s"], values["d"]
     ss, sd = spread_of(values, "s"), spread_of(values, "d")
-    word = ("static is faster here: the per-call range reduction it saves outweighs its extra quantize and "
-            "dequantize conversions" if s > d else
-            "dynamic is faster here: this eager static version's extra conversions cost more than the range "
-            "reduction it saves" if s < d else "the two are equally fast here")
+    word = (f"static is faster here{WHOLE_LAYERS}" if s > d else f"dynamic is faster here{WHOLE_LAYERS}" if s < d
+            else "the two are equally fast here")
     if ss is None or sd is None:
         return f"by the numbers {word}; {NO_SPREAD}"
     if ss.lo <= sd.hi and sd.lo <= ss.hi:
@@ -219,7 +219,12 @@ def copies_sentence(values: Mapping[str, float]) -> str:
     its interleaved rounds' spread (a record without one is read by its bare number and says so)."""
     parts = []
     for key, what in (("p", "pinned memory against pageable"), ("o", "two streams against one")):
-        where = side(spread_of(values, key))
+        s, bound = spread_of(values, key), _bound(OVERLAP) if key == "o" else None
+        if s is not None and bound is not None and beyond_bound(s, bound):
+            parts.append(f"{what}: {DISTURBED} (rounds {s.lo:.2f}–{s.hi:.2f}×, beyond the {bound:.2f}× bound "
+                         "of these copy and compute times): measure again")
+            continue
+        where = side(s)
         parts.append(f"{what}: {NOT_RESOLVED}" if where == INSIDE else
                      f"{what}: {'faster' if values[key] > 1 else 'slower'}"
                      + (f" ({NO_SPREAD})" if where == UNKNOWN else ""))
@@ -227,6 +232,7 @@ def copies_sentence(values: Mapping[str, float]) -> str:
 
 
 VIDEO = "ch10.pipeline.video_gain"
+OVERLAP = "ch10.pipeline.overlap_speedup"
 VIDEO_SLOWDOWN = "ch10.pipeline.video_cpu_stage_slowdown"
 CONTENDED = 1.2  # the CPU stage ran this much slower inside the pipeline than alone: the threads competed
 
@@ -241,12 +247,22 @@ def _bound(name: str = VIDEO) -> float | None:
     return float(bound) if isinstance(bound, (int, float)) else None
 
 
+def disturbed(spread: Spread, bound: float) -> str:
+    """The verdict on rounds that reached beyond what overlap can give at most: a disturbed measurement, not
+    noise (chapter 1 applies the same rule to its sweeps: a point beyond physics is measured again)."""
+    return (f"{DISTURBED}: the rounds ranged from {spread.lo:+.0%} to {spread.hi:+.0%}, beyond the {bound:+.0%} "
+            "that overlapping these two stage times can give at most, so something else used the machine during "
+            "the rounds; nothing is concluded from them: measure again")
+
+
 def video_overlap(values: Mapping[str, float]) -> str:
     """Verdict on CPU preprocessing || GPU model from the gain {'v'} (with its spread) and, when measured,
     the CPU stage's slowdown inside the pipeline {'s'}: helped, not resolved, or lost and why."""
     v, s, bound = values["v"], values.get("s"), _bound()
     spread = spread_of(values, "v")
     of_bound = "" if bound is None else f" (the bound for these two stage times: {bound:+.0%})"
+    if spread is not None and bound is not None and beyond_bound(spread, bound):
+        return disturbed(spread, bound)
     if spread is not None and spread.contains(0.0):
         return f"{NOT_RESOLVED}: the rounds ranged from {spread.lo:+.0%} to {spread.hi:+.0%}{of_bound}"
     if v > 0:
@@ -263,8 +279,9 @@ def video_overlap(values: Mapping[str, float]) -> str:
             "the cost is in handing batches between the threads")
 
 
-def video_sentence() -> str:
-    """The video-overlap sentence from the record: the gain, its spread, and why when it lost."""
+def video_sentence(verdict_zh: Callable[[Mapping[str, float]], str] | None = None) -> str:
+    """The video-overlap sentence from the record: the gain, its spread, and why when it lost; its 中文 twin
+    follows with `verdict_zh` (readings_zh.video_overlap, passed in: that module builds on this one)."""
     from helpers import findings
 
     names = {"v": VIDEO}
@@ -272,7 +289,11 @@ def video_sentence() -> str:
         names["s"] = VIDEO_SLOWDOWN
     return findings.sentence("Overlapping the CPU's preprocessing of frame i+1 with the GPU's model on frame i "
                              "changes the frame rate by {v:+.0%}: {verdict}.", names, video_overlap,
-                             missing="The video overlap needs a GPU, and no stored GPU run holds it yet.")
+                             missing="The video overlap needs a GPU, and no stored GPU run holds it yet.",
+                             zh=None if verdict_zh is None else
+                             "CPU 预处理第 i+1 帧与 GPU 运行第 i 帧的模型重叠后，帧率变化 {v:+.0%}：{verdict}。",
+                             verdict_zh=verdict_zh,
+                             missing_zh="视频重叠需要 GPU，已保存的 GPU 运行中还没有这项结果。")
 
 
 DESCRIPTIONS = {

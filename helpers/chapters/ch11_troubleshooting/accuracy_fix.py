@@ -98,5 +98,9 @@ def reading(steps: list[dict], blown_input: str) -> list[str]:
     else:
         lines.append(f"The largest resolved gain came from '{best['step']}', not from '{keep}' (the layer whose "
                      "input range was blown up).")
+    if len(steps) > 2:
+        later = ", then ".join(f"'{g['step']}'" for g in gains[1:])
+        lines.append(f"After '{gains[0]['step']}' ({steps[1]['drop pts']:.1f} points still lost) the loop went on "
+                     f"with {later}.")
     lines.append(f"After {len(steps)} attempt(s): {steps[-1]['diagnosis'].summary()}")
     return lines

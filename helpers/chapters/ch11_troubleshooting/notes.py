@@ -49,9 +49,8 @@ def _accuracy(m: Values) -> tuple[str, str]:
     if first is None or final is None:
         return "the fix loop was not run", NOT_MEASURED
     after_txt = "" if after is None else f", {after:.1f} after the first fix (per-channel weights)"
-    first_fix = ("" if after is None or after <= RECOVERED_PTS else " Per-channel weights alone do not fix an activation "
-                 "range blown up by one channel; the later steps (a clipping calibrator, a layer kept in floating "
-                 "point) have to.")
+    first_fix = ("" if after is None or after <= RECOVERED_PTS else f" Per-channel weights alone left {after:.1f} "
+                 f"points lost; the loop's later steps (named in its table above) took it to {final:.1f}.")
     verdict, s = _final_verdict(m), spread_of(m, FINAL)
     interval = "" if s is None else f" ({s.lo:+.1f} to {s.hi:+.1f}, {s.method})"
     ends = {HOLDS: "the checklist works, in order", FAILS: "the checklist is not enough here",

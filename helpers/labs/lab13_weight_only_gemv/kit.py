@@ -286,8 +286,11 @@ def speed_sentences() -> list[str]:
 
     mine = findings.get("lab13.yours_over_fp16", (findings.HERE,)) is not None
     subject = "Your kernel" if mine else "The official solution's kernel (one warp per row, one byte a lane)"
+    subject_zh = "你的内核" if mine else "官方答案的内核"
     return [findings.say(subject + " runs at {r:.2f}× the speed of FP16 cuBLAS: {verdict}.",
-                         {"r": "lab13.yours_over_fp16"}, verdict=findings.faster_slower("r")),
+                         {"r": "lab13.yours_over_fp16"}, verdict=findings.faster_slower("r"),
+                         zh=subject_zh + "的速度是 FP16 cuBLAS 的 {r:.2f} 倍：{verdict}。"),
             findings.say("The course's fast kernel runs at {c:.2f}× the speed of "
                          + ("yours" if mine else "the official solution's") + ": {verdict}.",
-                         {"c": "lab13.course_over_yours"}, verdict=findings.faster_slower("c"))]
+                         {"c": "lab13.course_over_yours"}, verdict=findings.faster_slower("c"),
+                         zh="课程的快速内核速度是" + subject_zh + "的 {c:.2f} 倍：{verdict}。")]

@@ -33,7 +33,22 @@ def test_per_channel_gain():
 def test_notes_claims():
     assert claims.judge(claims.get("ch05.fp32_vs_int8_precision"))["verdict"] == claims.FAILS
     speed = claims.get("ch05.int8_3_to_4x_faster")
-    row = claims.judge(speed, {notes.COPY_GPU: 3.8, notes.INT_MM: 930.0, notes.BF16: 800.0})
-    assert row["verdict"] == "depends: holds for a memory-bound copy" and "1.16×" in row["evidence"]
+    row = claims.judge(speed, {notes.COPY_GPU: 3.8, notes.INT_MM: 930.0, notes.INT8_OVER_BF16: 1.24})
+    assert row["verdict"] == "depends: holds for a memory-bound copy" and "INT8 ÷ BF16 GEMM 1.24×" in row["evidence"]
+
+
+def test_the_int8_over_bf16_ratio_is_read_from_chapter_2s_record_only(monkeypatch):
+    """Old: chapter 5 divided its own INT8 and BF16 GEMMs (940 ÷ 795 = 1.18×) while chapter 2 printed its record
+    gemm.int8_over_bf16 (1.24×) for the same ratio; both now read that record."""
+    from helpers import bench, findings
+
+    monkeypatch.setitem(bench._session, "records", [])
+    for name, value in (("ch05.gemm.dp4a_tops", 93.0), ("ch05.gemm.int_mm_tops", 940.0), ("ch05.gemm.bf16_tops", 795.0),
+                        ("ch05.copy.fp32_over_int8_time.gpu", 3.9), ("gemm.int8_over_bf16", 1.24)):
+        bench.record(name, value, "ratio")
+    text = readings.gpu_int8()
+    assert "1.24× the BF16 GEMM" in text and "1.18" not in text
+    assert findings.ratio_sentence("gemm.int8_over_bf16", "INT8", "BF16").startswith("INT8 runs at 1.24×")
+    assert "INT8 ÷ BF16 GEMM 1.24×" in claims.judge(claims.get("ch05.int8_3_to_4x_faster"))["evidence"]
     assert claims.judge(claims.get("ch05.dp4a_conv_kernel"))["verdict"] == claims.FAILS
     assert claims.judge(claims.get("ch05.softmax_per_channel"))["verdict"].startswith("doesn't fit")

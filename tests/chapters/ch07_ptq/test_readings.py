@@ -140,3 +140,23 @@ def test_score_gives_evaluates_accuracy_and_the_per_sample_correctness():
     acc, right = ptq.score(model, TensorDataset(x, y))
     assert acc == evaluate(model, TensorDataset(x, y))
     assert right.dtype == bool and right.shape == (50,) and right.sum() == (model(x).argmax(1) == y).sum()
+
+
+def test_the_per_channel_headline_holds_the_gain_of_per_channel_over_per_tensor():
+    """The headline's name reads per-tensor − per-channel; its meaning (and now its one computation) is the gain
+    of per-channel over per-tensor weights, and notebook 7 records it through that computation alone."""
+    import json
+    from pathlib import Path
+
+    from helpers.reference import TARGETS_BY_NAME
+
+    right = [True] * 90 + [False] * 10
+    worse = [True] * 80 + [False] * 20
+    gain, spread = readings.per_channel_gain_pts({("per-channel", "max"): right, ("per-tensor", "max"): worse})
+    assert gain == pytest.approx(10.0) and spread.lo > 0
+    assert "gain of per-channel over per-tensor" in TARGETS_BY_NAME[readings.PER_CHANNEL_GAIN].meaning
+    with pytest.raises(InputError, match="per-tensor"):
+        readings.per_channel_gain_pts({("per-channel", "max"): right})
+    nb = Path(__file__).resolve().parents[3] / "notebooks" / "07_ptq.ipynb"
+    code = "".join("".join(c["source"]) for c in json.loads(nb.read_text())["cells"] if c["cell_type"] == "code")
+    assert '"ptq.per_tensor_minus_per_channel_pts"' not in code and "per_channel_gain_pts(" in code

@@ -49,3 +49,18 @@ def test_without_per_sample_results_nothing_is_called_resolved():
 def test_no_rows_is_a_clear_error():
     with pytest.raises(InputError, match="fix_until_recovered"):
         reading([], blown_input="layer1.conv2")
+
+
+def test_the_later_steps_are_named_from_the_rows_not_typed():
+    """Old text, typed by hand: 'the later steps (a clipping calibrator, a layer kept in floating point) have to'."""
+    steps = [_row("start: per-tensor weights, max", 240), _row("per-channel weights", 280),
+             _row("percentile calibration", 300), _row("keep layer3.conv1 in floating point", 398)]
+    lines = reading(steps, blown_input="layer1.conv2")
+    assert ("After 'per-channel weights' (30.0 points still lost) the loop went on with 'percentile calibration', "
+            "then 'keep layer3.conv1 in floating point'.") in lines
+    from helpers import claims
+    from helpers.chapters.ch11_troubleshooting import notes
+
+    evidence = claims.judge(claims.get("ch11.accuracy_checklist"), dict(zip(notes.CLAIMS[2].needs, (40.0, 30.0, 0.5))))
+    assert "clipping calibrator" not in evidence["evidence"] and "have to" not in evidence["evidence"]
+    assert "later steps (named in its table above) took it to 0.5" in evidence["evidence"]
