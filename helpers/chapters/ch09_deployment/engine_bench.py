@@ -112,13 +112,14 @@ def _try(build: Callable[[], Any], errors: dict[str, str], name: str) -> Any:
 
 
 def _compiled_graph(model: torch.nn.Module, *args: Any) -> Callable[[], Any]:
-    """torch.compile (default mode: inductor's fusions) replayed as one CUDA graph we capture ourselves."""
-    from helpers.chapters.ch09_deployment.workloads import cuda_graph
+    """torch.compile with inductor's own CUDA graphs (mode 'reduce-overhead'): its fusions, replayed as graphs."""
+    from helpers.chapters.ch09_deployment.workloads import GRAPH_MODE
 
-    c = torch.compile(model)
+    c = torch.compile(model, mode=GRAPH_MODE)
     with torch.inference_mode():
-        c(*args)
-    return cuda_graph(lambda: c(*args))
+        for _ in range(3):  # inductor records its graphs on the first calls
+            c(*args)
+    return lambda: c(*args)
 
 
 def _checked(fn: Callable[[], Any]) -> Callable[[], Any]:
