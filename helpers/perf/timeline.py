@@ -29,7 +29,7 @@ records it for the reference run; ``load(name, source)`` reads it back for the n
     timeline.save(traces[0], Path.home() / "fp16_trace.json")   # then open it at ui.perfetto.dev
                                               # (never into the course's folders: the output contract refuses)
 
-Serves: tooling — chapter 9 draws its FP16 and 8-bit forward passes with it (issue 39); no chapter imports it yet.
+Serves: core — used by chapter 9.
 """
 
 from __future__ import annotations

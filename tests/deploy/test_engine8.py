@@ -159,3 +159,33 @@ def test_fp16_baseline_runs_the_same_plan_without_codes():
         ref_x, _ = m(inputs["input_ids"])
         x, _ = encoder.build(m, calib, "fp16")(inputs["input_ids"])
     assert ((x.float() - ref_x).norm() / ref_x.norm()).item() < 0.01
+
+
+def test_stored_engine_rows_round_trip_and_name_their_card():
+    from helpers.chapters.ch09_deployment import engine
+
+    r = engine.ENGINE_SPEED.run(stored=True)
+    if not r.records:
+        pytest.skip("no stored GPU run holds chapter 9's engine yet")
+    assert not r.measured and r.device
+    for key, table in engine.TABLES.items():
+        rows = r[key]
+        assert table.stored_rows(r.records) == rows  # what is shown is what is stored
+
+
+def test_split_sentence_is_printed_from_the_rows(capsys):
+    from helpers.chapters.ch09_deployment import engine_view
+
+    class R:
+        rows = {"parts": [{"model": "m", "path": "a", "part": "GEMM", "ms": 1.0},
+                          {"model": "m", "path": "a", "part": "gaps", "ms": 0.5},
+                          {"model": "m", "path": "b", "part": "GEMM", "ms": 1.2}]}
+
+        def __getitem__(self, k):
+            return self.rows[k]
+
+        def where(self):
+            return "here"
+
+    text = engine_view.split_sentence(R(), "m", "b", "a")
+    assert "1.500 ms (a)" in text and "1.200 ms (b)" in text and "GEMM -0.200 ms" in text and "gaps +0.500" in text

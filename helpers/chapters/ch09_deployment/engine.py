@@ -45,21 +45,39 @@ def _rate_rows(r: Any, items: int, value: str) -> list[dict]:
              "rounds_s": list(r.seconds[k])} for k in r.seconds]
 
 
-TRACES: dict[tuple[str, str], list] = {}  # (model, path) -> the kernels of the last measured forward, for drawing
+def trace_name(model: str, path: str) -> str:
+    """The record name of one forward's stored timeline, e.g. 'ch09.timeline.bert_base.fp8_engine'."""
+    from helpers.experiment import slug
+
+    return "ch09.timeline." + slug(model.lower()).replace(".", "") + "." + \
+        slug(path.replace(" + CUDA graph", "").lower()).replace(".", "")
+
+
+LAST: dict[tuple[str, str], Any] = {}  # (model, path) -> the Trace of the last forward measured in this session
+
+
+def split_rows(model: str, path: str, trace: Any) -> list[dict]:
+    """One forward's GPU milliseconds per kind of kernel, and the gaps, as PARTS rows."""
+    return [{"model": model, "path": path, "part": k, "ms": v} for k, v in trace.ms_by_kind().items()]
 
 
 def _parts(model: str, variants: dict, paths: tuple[str, ...]) -> list[dict]:
-    """GPU milliseconds per kind of kernel (and gaps) of one forward of each path, from the profiler."""
+    """Record one forward of each path with the shared timeline helper, store its trace (record
+    ``trace_name``) and return its time per kind of kernel as PARTS rows."""
+    from helpers.perf import timeline
+
     rows = []
     for p in paths:
         if p in variants:
             try:
-                t = eb.timeline(variants[p])
+                with torch.inference_mode():
+                    t = timeline.record(variants[p], label=p)
             except Exception as exc:  # a profiler that sees no kernel must not lose the timings
                 print(f"{model} {p}: no time split ({type(exc).__name__}: {exc})")
                 continue
-            TRACES[(model, p)] = t["trace"]
-            rows += [{"model": model, "path": p, "part": k, "ms": v} for k, v in sorted(t["ms"].items())]
+            timeline.store(t, trace_name(model, p))
+            LAST[(model, p)] = t
+            rows += split_rows(model, p, t)
     return rows
 
 

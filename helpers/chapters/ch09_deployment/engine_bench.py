@@ -24,11 +24,14 @@ CANDIDATES = ((128, 128, 128, 8, 8, 3), (128, 256, 128, 8, 8, 3), (128, 128, 128
 FORMATS = ("fp16", "fp8", "int8")  # fp16: the baseline through the same kernels
 
 
-def interleaved(fns: dict[str, Callable[[], Any]], rounds: int = 15, inner: int = 10, warmup: int = 3) -> bench.Rounds:
+def interleaved(fns: dict[str, Callable[[], Any]], rounds: int = 15, inner: int = 10, warmup: int = 3,
+                graph: bool = False) -> bench.Rounds:
     """Seconds per call of each function, one sample per interleaved round (``helpers.bench.interleaved``, CUDA
-    events around `inner` queued calls), under inference mode."""
+    events around `inner` queued calls), under inference mode. `graph`: capture each in a CUDA graph and time its
+    replays, which single kernels need: launched one by one from Python, a Triton kernel's host launch (tens of µs)
+    outlasts the GPU work at these shapes, and the events would time the host."""
     with torch.inference_mode():
-        return bench.interleaved(fns, rounds=rounds, clock="torch", warmup=warmup, inner=inner)
+        return bench.interleaved(fns, rounds=rounds, clock="torch", warmup=warmup, inner=inner, graph=graph)
 
 
 def _codes(shape: tuple[int, int], fmt: str, seed: int) -> torch.Tensor:
@@ -59,7 +62,7 @@ def tune(fmt: str, shapes: tuple[tuple[int, int, int], ...] = BERT_SHAPES, candi
                 rows.append({"fmt": fmt, "shape": (m, n, k), "config": cfg, "error": f"{type(exc).__name__}"})
         if not fns:
             continue
-        t = interleaved({str(c): f for c, f in fns.items()}, rounds=5, inner=10)
+        t = interleaved({str(c): f for c, f in fns.items()}, rounds=5, inner=10, graph=True)
         for cfg in fns:
             med = t.median_s(str(cfg))
             rows.append({"fmt": fmt, "shape": (m, n, k), "config": cfg, "us": med * 1e6,
@@ -93,7 +96,7 @@ def gemm_table(tuned: dict[str, dict], shapes: tuple[tuple[int, int, int], ...] 
             "int8 engine": lambda: kernels.gemm(ai, wi, scale, bias=bias, config=tuned["int8"].get((m, n, k))),
             "int8 cuBLASLt (int32 out)": lambda: torch._int_mm(ai, wi.t()),
         }
-        t = interleaved(fns, rounds=rounds)
+        t = interleaved(fns, rounds=rounds, graph=True)
         for name in fns:
             ratio, sp = t.ratio("fp16 cuBLAS", name)
             med = t.median_s(name)
@@ -120,6 +123,14 @@ def _compiled_graph(model: torch.nn.Module, *args: Any) -> Callable[[], Any]:
         for _ in range(3):  # inductor records its graphs on the first calls
             c(*args)
     return lambda: c(*args)
+
+
+def _keeping(replay: Callable[[], Any], owner: Any) -> Callable[[], Any]:
+    """A graph's replay that keeps `owner` (the engine: its weights) alive: the graph reads their addresses, and
+    memory freed behind a captured graph is handed to the next allocation (a replay then reads garbage or faults)."""
+    def run(keep: Any = owner) -> Any:
+        return replay()
+    return run
 
 
 def _checked(fn: Callable[[], Any]) -> Callable[[], Any]:
@@ -159,7 +170,7 @@ def bert_variants(batch: int = 32, seq: int = 128, tuned: dict[str, dict] | None
             eng = encoder.build(m, calib, fmt)
         m.half()
         eng.configs = (tuned or {}).get(fmt, {})
-        return cuda_graph(lambda: eng(ids))
+        return _keeping(cuda_graph(lambda: eng(ids)), eng)
 
     builders: dict[str, Callable[[], Callable[[], Any]]] = {
         "fp32 eager": lambda: (lambda: fp32(ids)),
@@ -211,7 +222,7 @@ def resnet_variants(batch: int = 256, size: int = 224) -> tuple[dict[str, Callab
         with torch.inference_mode():
             eng = resnet.build(m, calib, fmt)
         m.half()
-        return cuda_graph(lambda: eng(x))
+        return _keeping(cuda_graph(lambda: eng(x)), eng)
 
     out: dict[str, Callable[[], Any]] = {}
     g = _try(lambda: _checked(_compiled_graph(copy().half().to(memory_format=torch.channels_last), x)), errors,
@@ -223,49 +234,3 @@ def resnet_variants(batch: int = 256, size: int = 224) -> tuple[dict[str, Callab
         if g:
             out[f"{fmt} engine + CUDA graph"] = g
     return out, errors
-
-
-KINDS = (("gemm", ("_gemm_kernel", "gemm", "nvjet", "cutlass", "xmma_gemm", "sm90_xmma", "triton_mm", "_int_mm")),
-         ("convolution", ("_conv_kernel", "conv", "fprop", "implicit")),
-         ("attention", ("flash", "fmha", "attention", "sdpa")),
-         ("layernorm", ("_layernorm_kernel", "layer_norm", "layernorm")),
-         ("quantize", ("_quantize_kernel", "quantize")),
-         ("fused elementwise", ("triton_poi", "triton_per", "triton_red", "elementwise", "vectorized")))
-
-
-def kind_of(kernel: str) -> str:
-    """Which part of the forward a kernel name belongs to (the first matching kind, else 'other')."""
-    low = kernel.lower()
-    for kind, hints in KINDS:
-        if any(h.lower() in low for h in hints):
-            return kind
-    return "other"
-
-
-def timeline(fn: Callable[[], Any]) -> dict[str, Any]:
-    """One call of fn under torch.profiler: its kernels in order (start, duration, kind), GPU time per kind, and
-    the gaps (the wall time of the call between its first and last kernel, minus the kernels' busy time)."""
-    from torch.profiler import ProfilerActivity, profile
-
-    from helpers.chapters.ch09_deployment.workloads import quiet_profiler_log
-
-    with torch.inference_mode():
-        fn()
-        torch.cuda.synchronize()
-        with quiet_profiler_log(), profile(activities=[ProfilerActivity.CUDA]) as prof:
-            fn()
-            torch.cuda.synchronize()
-    ks = sorted(((e.time_range.start, e.time_range.end - e.time_range.start, e.name) for e in prof.events()
-                 if e.device_type == torch.autograd.DeviceType.CUDA and e.time_range.end > e.time_range.start),
-                key=lambda t: t[0])
-    if not ks:
-        raise InputError("the profiler saw no GPU kernels in this call.")
-    t0 = ks[0][0]
-    span = ks[-1][0] + ks[-1][1] - t0
-    per: dict[str, float] = {}
-    for _, d, name in ks:
-        per[kind_of(name)] = per.get(kind_of(name), 0.0) + d / 1e3
-    busy = sum(per.values())
-    per["gaps"] = max(0.0, span / 1e3 - busy)
-    return {"ms": per, "span_ms": span / 1e3, "kernels": len(ks),
-            "trace": [((s - t0) / 1e3, d / 1e3, kind_of(n), n[:60]) for s, d, n in ks]}

@@ -11,7 +11,6 @@ from typing import Any
 from helpers import plots
 from helpers.spread import Spread
 
-PART_ORDER = ("gemm", "convolution", "attention", "layernorm", "quantize", "fused elementwise", "other", "gaps")
 
 
 def _fmt(v: float, s: Spread | None, digits: int = 2) -> str:
@@ -45,56 +44,27 @@ def throughput_bars(result: Any, table: str, value: str, title: str, target: flo
                             device=result.device, note=result.note)
 
 
-def parts_figure(result: Any, model: str, name: str) -> Any:
-    """Stacked bars: one forward's GPU milliseconds per kind of kernel, and the gaps between kernels, per path."""
-    import matplotlib.pyplot as plt
+def traces(result: Any, model: str, paths: tuple[str, ...]) -> list[Any]:
+    """The stored timelines of one forward of each path (helpers.perf.timeline), from this run or the stored one."""
+    from helpers.chapters.ch09_deployment.engine import LAST, trace_name
+    from helpers.perf import timeline
 
-    rows = [r for r in result["parts"] if r["model"] == model]
-    if not rows:
-        print(f"{model}: no time split stored ({result.where()}).")
-        return None
-    paths = list(dict.fromkeys(r["path"] for r in rows))
-    ms = {(r["path"], r["part"]): r["ms"] for r in rows}
-    plots.use_style()
-    fig, ax = plt.subplots(figsize=(7.2, 0.55 * len(paths) + 1.6))
-    left = [0.0] * len(paths)
-    for i, part in enumerate(p for p in PART_ORDER if any((q, p) in ms for q in paths)):
-        vals = [ms.get((q, part), 0.0) for q in paths]
-        ax.barh(range(len(paths)), vals, left=left, color=plots.PALETTE[i % len(plots.PALETTE)], label=part,
-                hatch="//" if part == "gaps" else None, edgecolor="white")
-        left = [a + b for a, b in zip(left, vals)]
-    ax.set_yticks(range(len(paths)), [p.replace(" + CUDA graph", "") for p in paths])
-    ax.invert_yaxis()
-    ax.set_xlabel("GPU time of one forward (ms)")
-    ax.set_title(f"{model}: where one forward's time goes")
-    ax.legend(ncol=4, fontsize=8, loc="lower center", bbox_to_anchor=(0.5, 1.12))
-    plots.label_device(ax, result.device, result.note)
-    plots.save_figure(fig, name)
-    return fig
+    if result.measured:
+        return [LAST[(model, p)] for p in paths if (model, p) in LAST]
+    got = [timeline.load(trace_name(model, p), result.source) for p in paths]
+    return [t for t in got if t is not None]
 
 
-def timeline_figure(traces: dict[str, list], title: str, name: str, device: str | None = None) -> Any:
-    """Kernels of one forward in time order (one row per path), coloured by kind: where the gaps are."""
-    import matplotlib.pyplot as plt
+def figures(result: Any, model: str, paths: tuple[str, ...], name: str) -> None:
+    """Where one forward's GPU time goes (stacked by kind of kernel, with the gaps) and its kernels on a timeline."""
+    from helpers.perf import timeline
 
-    if not traces:
-        return None
-    plots.use_style()
-    kinds = [k for k in PART_ORDER if k != "gaps"]
-    fig, ax = plt.subplots(figsize=(8.0, 0.7 * len(traces) + 1.6))
-    for row, (path, events) in enumerate(traces.items()):
-        for start, dur, kind, _ in events:
-            ax.barh(row, dur, left=start, height=0.6, color=plots.PALETTE[kinds.index(kind) % len(plots.PALETTE)]
-                    if kind in kinds else "grey", linewidth=0)
-    ax.set_yticks(range(len(traces)), [p.replace(" + CUDA graph", "") for p in traces])
-    ax.invert_yaxis()
-    ax.set_xlabel("time since the forward's first kernel (ms)")
-    ax.set_title(title)
-    handles = [plt.Rectangle((0, 0), 1, 1, color=plots.PALETTE[i % len(plots.PALETTE)]) for i, _ in enumerate(kinds)]
-    ax.legend(handles, kinds, ncol=4, fontsize=8, loc="lower center", bbox_to_anchor=(0.5, 1.12))
-    plots.label_device(ax, device)
-    plots.save_figure(fig, name)
-    return fig
+    shown = traces(result, model, paths)
+    if not shown:
+        print(f"{model}: no timeline stored ({result.where()}).")
+        return
+    timeline.parts(shown, title=f"{model}: one forward's GPU time by kind of kernel", name=f"{name}_parts")
+    timeline.draw(shown, title=f"{model}: the kernels of one forward", name=f"{name}_timeline")
 
 
 def split_sentence(result: Any, model: str, fast: str, slow: str) -> str:
@@ -102,12 +72,12 @@ def split_sentence(result: Any, model: str, fast: str, slow: str) -> str:
     ms = {(r["path"], r["part"]): r["ms"] for r in result["parts"] if r["model"] == model}
     if not any(p == fast for p, _ in ms) or not any(p == slow for p, _ in ms):
         return f"{model}: the time split of {fast} and {slow} is not stored ({result.where()})."
-    parts = [p for p in PART_ORDER if (fast, p) in ms or (slow, p) in ms]
+    parts = list(dict.fromkeys(p for _, p in ms))
     diffs = sorted(((ms.get((slow, p), 0.0) - ms.get((fast, p), 0.0), p) for p in parts), reverse=True)
     tot = {k: sum(v for (q, _), v in ms.items() if q == k) for k in (fast, slow)}
     gained = ", ".join(f"{p} {d:+.3f} ms" for d, p in diffs if abs(d) >= 0.005)
-    text = (f"{model}: one forward takes {tot[slow]:.3f} ms ({slow}) against {tot[fast]:.3f} ms ({fast}); "
-            f"{slow} minus {fast}, part by part: {gained}.")
+    text = (f"{model}: one forward takes {tot[slow]:.3f} ms ({slow}) and {tot[fast]:.3f} ms ({fast}). "
+            f"GPU time {fast} saves (+) or adds (−) against {slow}, by kind of kernel: {gained}.")
     print(text)
     return text
 
