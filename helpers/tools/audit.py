@@ -280,27 +280,28 @@ def audit(all_runs: Sequence[Run] | None = None, root: Path = ROOT) -> list[Prob
 
 
 def sweeps() -> list[Problem]:
-    """Rules 'crossover' and 'roof' on the chapters' stored sweeps (chapter 12's batch sweep) of the current run."""
-    from helpers.chapters.ch12_language_models import batch_sweep
+    """Rules 'crossover' and 'roof' on the chapters' stored sweeps (chapter 12's batch sweep) of the current run.
 
-    rows = batch_sweep.rows_from_records(reference.lookup_all("ch12.sweep."))
+    Chapter 12 prints, per M, the set of schemes that are fastest apart from the rest by more than the spread
+    (``batch_sweep.fastest``), not a first crossing: each set is checked against its own point, so no later point
+    can contradict it; the rule checks that no M is reported won by a scheme whose interval overlaps a faster one.
+    """
+    from helpers.chapters.ch12_language_models import batch_sweep, tables
+
+    rows = [r for r in tables.SWEEP.stored_rows(reference.lookup_all("ch12.sweep.")) if r.get("µs") is not None]
     if not rows:
         return []
     sweep: dict[float, dict[str, Point]] = {}
     for r in rows:
-        s = Spread(r["lo_us"], r["hi_us"], "stored") if "lo_us" in r and "hi_us" in r else None
+        s = Spread(r["lo_us"], r["hi_us"], "stored") if r.get("lo_us") is not None and r.get("hi_us") is not None \
+            else None
         sweep.setdefault(r["M"], {})[r["scheme"]] = (r["µs"], s)
-    w4, a8 = ("w4a16", "w4a16 tinygemm"), ("w8a8 int8", "w8a8 int8 cublas", "w8a8 fp8")
-    others = tuple(sorted({r["scheme"] for r in rows} - set(a8)))
-    cross = batch_sweep.crossovers(rows)
     out = []
-    stop, take = cross.get("w4a16_stops_paying_at_M"), cross.get("w8a8_or_fp8_fastest_from_M")
-    if stop is not None:
-        out += later_contradictions("chapter 12 crossover: weight-only INT4 stops beating FP16", sweep, ("fp16",), w4,
-                                    stop)
-    if take is not None:
-        out += later_contradictions("chapter 12 crossover: an 8-bit-activation GEMM is the fastest", sweep, a8, others,
-                                    take)
+    for m, winners in batch_sweep.fastest(rows).items():
+        if len(winners) == 1:
+            others = tuple(k for k in sweep[m] if k != winners[0])
+            out += later_contradictions(f"chapter 12: {winners[0]} is the fastest at M = {m:g}",
+                                        {m: sweep[m]}, winners, others, m)
     return out + _sweep_roofs(rows)
 
 
@@ -332,9 +333,10 @@ def _sweep_roofs(rows: list[dict]) -> list[Problem]:
         seen.append((list(points), dict(roofs)))
         return real(points, roofs, *a, **k)
 
-    _, d2d = figures.stored_sweep()  # the copy rate the notebook draws the stored sweep with
-    if not d2d:
+    stored_d2d = reference.lookup("ch12.gemv.d2d_gbs")  # the copy rate the notebook draws the stored sweep with
+    if stored_d2d is None:
         return []
+    d2d = stored_d2d.value
     figure_check.roof_problems = spy
     saving = os.environ.pop(plots.FIGURES_VAR, None)  # the audit draws to read the roofs, and saves nothing
     try:

@@ -72,10 +72,10 @@ def claim_ids() -> set[str]:
 
 
 def check_shown_names(paths: list[Path] | None = None) -> list[str]:
-    """Names (or name prefixes) a notebook spells out that neither stored reference (H200 or CPU) holds."""
-    from helpers.reference import load
+    """Names (or name prefixes) a notebook spells out that no stored reference (a card's or the CPU's) holds."""
+    from helpers.reference import SOURCES, load
 
-    stored = {r.name for src in ("h200", "cpu") for r in load(src)} | claim_ids()
+    stored = {r.name for src in SOURCES for r in load(src)} | claim_ids()
 
     def held(n: str) -> bool:
         """A stored name, an optional one, or the prefix of stored names (record_curves adds `_label.x`)."""

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from helpers import cli
+from helpers.errors import InputError
 from helpers.grading.batch.labgen import generate
 from tests.support.grading import write_solution
 
@@ -245,8 +246,11 @@ def test_generate_writes_only_the_labs_of_its_solutions_keeping_their_mode(tmp_p
     (labs / "my_own_lab.ipynb").write_text("a user's notebook")
     (labs / "lab98_fixture.ipynb").write_text("an older generated lab")
     (labs / "lab98_fixture.ipynb").chmod(0o640)
-    assert generate(solutions, labs) == [labs / "lab98_fixture.ipynb"]
+    with pytest.raises(InputError, match="changed since generate wrote it"):  # no record says generate wrote it
+        generate(solutions, labs)
+    assert (labs / "lab98_fixture.ipynb").read_text() == "an older generated lab"
+    assert generate(solutions, labs, force=True) == [labs / "lab98_fixture.ipynb"]
     assert (labs / "my_own_lab.ipynb").read_text() == "a user's notebook"
     assert stat.S_IMODE((labs / "lab98_fixture.ipynb").stat().st_mode) == 0o640
     assert "Fixture lab" in (labs / "lab98_fixture.ipynb").read_text()
-    assert sorted(p.name for p in labs.iterdir()) == ["lab98_fixture.ipynb", "my_own_lab.ipynb"]
+    assert sorted(p.name for p in labs.iterdir()) == [".generated.json", "lab98_fixture.ipynb", "my_own_lab.ipynb"]

@@ -14,15 +14,12 @@ from helpers.tools import audit
 # Problems the stored runs still show in chapters rewritten elsewhere (chapters 9 and 12): each entry is
 # (rule, the start of where it is printed). Remove an entry when its chapter is fixed; a new problem, or
 # one of these gone, fails the test below.
-KNOWN = {
-    ("crossover", "chapter 12 crossover: an 8-bit-activation GEMM is the fastest"),
-    ("crossover", "chapter 12 crossover: weight-only INT4 stops beating FP16"),
+KNOWN = {  # chapter 12's first-crossing sentences are gone (it prints the set of M each scheme wins): not listed
     ("roof", "chapter 12 sweep roofline"),
     # chapter 2 (not rewritten here): helpers.perf.roofline.fitted_roof takes the compute roof from the fastest
     # GEMM point and the memory roof from the fastest stream among the points it draws; the lead decides the fix
     ("roof", "chapter 2 roofline"),
     ("flip", "claim ch09.layer_fusion"),
-    ("flip", "09_deployment.ipynb cell 8"),
 }
 
 

@@ -23,9 +23,12 @@ from helpers.spread import Spread
 
 MLPERF_RESNET50_H200 = 94_620.0  # images/s per GPU, MLPerf Inference v4.1 ResNet-50 offline, H200 (TensorRT)
 
-TUNED = Table("ch09.engine.tuned", keys=("format", "shape"), value="TFLOP/s", unit="TFLOP/s", fields=("config",))
+TUNED = Table("ch09.engine.tuned", keys=("format", "shape"), value="TFLOP/s", unit="TFLOP/s", fields=("config",),
+              example={"format": "fp8", "shape": "4096x3072x768", "TFLOP/s": 600.0, "config": [128, 128, 128, 8, 8, 3]})
 GEMM = Table("ch09.engine.gemm", keys=("shape", "GEMM"), value="× FP16 cuBLAS", unit="ratio",
-             fields=("µs", "TFLOP/s", "rounds_s"), spread="spread")
+             fields=("µs", "TFLOP/s", "rounds_s"), spread="spread",
+             example={"shape": "4096x3072x768", "GEMM": "fp8 engine", "× FP16 cuBLAS": 1.3, "µs": 30.0,
+                      "TFLOP/s": 640.0, "rounds_s": [3.0e-5, 3.1e-5], "spread": None})
 BERT = Table("ch09.engine.bert", keys=("path",), value="sequences/s", unit="sequences/s", fields=("rounds_s",),
              spread="spread")
 TORCHAO = Table("ch09.engine.torchao", keys=("path",), value="sequences/s", unit="sequences/s", fields=("rounds_s",),
@@ -259,5 +262,8 @@ ENGINE_ACCURACY = Experiment("ch09.engine_cpu", lambda: {"accuracy": accuracy_ro
                              {"accuracy": Table("ch09.engine_cpu.accuracy", keys=("model", "format"),
                                                 value="drop (pts)", unit="pts",
                                                 fields=("FP32 %", "engine %", "CPU twin %", "agreement with twin %"),
-                                                spread="spread")},
+                                                spread="spread",
+                                                example={"model": "resnet_small", "format": "INT8", "drop (pts)": 0.0,
+                                                         "FP32 %": 98.3, "engine %": 98.3, "CPU twin %": 98.3,
+                                                         "agreement with twin %": 100.0, "spread": None})},
                              needs="cpu")
