@@ -106,10 +106,15 @@ if triton is not None:
             y = 0.5 * y * (1.0 + tl.erf(y * 0.7071067811865476))
         if WRITE_Y:
             tl.store(y_ptr + offs, y.to(tl.float16), mask=mask)
+        _store_codes(q_ptr + offs, y * out_mul, mask, OUT_KIND)
+
+    @triton.jit
+    def _store_codes(ptrs, y, mask, OUT_KIND: tl.constexpr):
+        """Store y (already divided by its scale) as codes: FP8 e4m3 saturated to ±448, or INT8 rounded to even."""
         if OUT_KIND == 1:
-            tl.store(q_ptr + offs, tl.clamp(y * out_mul, -448.0, 448.0).to(tl.float8e4nv), mask=mask)
+            tl.store(ptrs, tl.clamp(y, -448.0, 448.0).to(tl.float8e4nv), mask=mask)
         if OUT_KIND == 2:
-            tl.store(q_ptr + offs, tl.clamp(_rint(y * out_mul), -128.0, 127.0).to(tl.int8), mask=mask)
+            tl.store(ptrs, tl.clamp(_rint(y), -128.0, 127.0).to(tl.int8), mask=mask)
 
     @triton.jit
     def _rint(y):
@@ -206,20 +211,14 @@ if triton is not None:
         y = d * rstd[:, None] * tl.load(w_ptr + rn, mask=rn < N, other=0.0)[None, :] \
             + tl.load(b_ptr + rn, mask=rn < N, other=0.0)[None, :]
         tl.store(y_ptr + offs, y.to(tl.float16), mask=mask)
-        if OUT_KIND == 1:
-            tl.store(q_ptr + offs, tl.clamp(y * out_mul, -448.0, 448.0).to(tl.float8e4nv), mask=mask)
-        if OUT_KIND == 2:
-            tl.store(q_ptr + offs, tl.clamp(_rint(y * out_mul), -128.0, 127.0).to(tl.int8), mask=mask)
+        _store_codes(q_ptr + offs, y * out_mul, mask, OUT_KIND)
 
     @triton.jit
     def _quantize_kernel(x_ptr, q_ptr, n, out_mul, OUT_KIND: tl.constexpr, BLOCK: tl.constexpr):
         """Codes of a flat FP16 tensor with one scale."""
         i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         y = tl.load(x_ptr + i, mask=i < n, other=0.0).to(tl.float32) * out_mul
-        if OUT_KIND == 1:
-            tl.store(q_ptr + i, tl.clamp(y, -448.0, 448.0).to(tl.float8e4nv), mask=i < n)
-        if OUT_KIND == 2:
-            tl.store(q_ptr + i, tl.clamp(_rint(y), -128.0, 127.0).to(tl.int8), mask=i < n)
+        _store_codes(q_ptr + i, y, i < n, OUT_KIND)
 
 
 def _outputs(shape: tuple[int, ...], device: torch.device, fp16: bool, out: tuple[str, float] | None) -> tuple[Any, Any]:
