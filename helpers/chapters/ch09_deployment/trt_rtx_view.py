@@ -151,7 +151,9 @@ def show(results: list[dict[str, Any]] | None = None) -> None:
     from helpers import plots, reference, tables
 
     stored = results is None
-    recs = reference.lookup_all(PREFIX + ".") if stored else []
+    # the stored builds of the first card that holds them (each row says which device and date)
+    recs = next((rs for card in reference.stored_cards() if (rs := reference.lookup_all(PREFIX + ".", card))), []) \
+        if stored else []
     rows = results_from_records(recs) if stored else list(results or [])
     if not rows:
         print(
