@@ -13,6 +13,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from helpers.grading.batch.manual import write_csv
 from helpers.grading.batch.runner import RunResult, TestOutcome
 from helpers.grading.batch.submissions import Submission
 
@@ -117,14 +118,7 @@ def write_gradebook(graded: list[Graded], path: Path, overrides: list[dict[str, 
                     marks: dict | None = None) -> Path:
     """Write the CSV (one row per submission, overrides merged) atomically, replacing whatever is at `path`."""
     header, rows = gradebook_rows(graded, overrides, marks)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".gradebook-", suffix=".csv")
-    with os.fdopen(fd, "w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, header)
-        w.writeheader()
-        w.writerows(rows)
-    os.replace(tmp, path)
-    return path
+    return write_csv(path, header, rows, ".gradebook-")
 
 
 def write_summary(graded: list[Graded], path: Path, corrected: dict[str, float] | None = None) -> Path:

@@ -103,13 +103,18 @@ def given(marks: dict, submission: str, q: dict) -> str:
     return f"{got[0]:g}"
 
 
-def write(rows: list[dict[str, str]], path: Path) -> Path:
-    """Write manual.csv (one row per submission and question) atomically."""
+def write_csv(path: Path, header: list[str], rows: list[dict[str, str]], prefix: str) -> Path:
+    """Write a CSV with `header` atomically: beside `path` first (named `prefix`…), then renamed over it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".manual-", suffix=".csv")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=".csv")
     with os.fdopen(fd, "w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, HEADER)
+        w = csv.DictWriter(f, header)
         w.writeheader()
         w.writerows(rows)
     os.replace(tmp, path)
     return path
+
+
+def write(rows: list[dict[str, str]], path: Path) -> Path:
+    """Write manual.csv (one row per submission and question) atomically."""
+    return write_csv(path, list(HEADER), rows, ".manual-")
