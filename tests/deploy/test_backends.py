@@ -176,18 +176,6 @@ def test_fusion_sentence_and_speed_verdict_follow_the_counts():
     assert "ORT's own INT8 is faster" in fusion.cpu_speed_verdict({"i": 3.4, "t": 1.2})
 
 
-def test_bert_bars_use_short_labels_and_the_fp32_baseline():
-    from helpers.chapters.ch09_deployment import bert_view
-
-    bars = bert_view.bert_bars({"fp32_eager": 100.0, "fp16_compiled": 500.0, "int8_fused_cuda_graphs": 900.0})
-    assert bars == {"FP32 eager": 1.0, "FP16 compiled": 5.0, "INT8 fused graphs": 9.0}
-    assert max(map(len, bars)) <= 17
-    stored = bert_view.stored_bert_throughput()
-    assert not stored or "fp32_eager" in stored
-    with pytest.raises(InputError):
-        bert_view.bert_bars({"fp16 eager": 1.0})
-
-
 def test_chapter9_claims_are_judged_from_the_numbers():
     from helpers import claims
     from helpers.chapters.ch09_deployment import notes  # noqa: F401 - registers the claims

@@ -189,3 +189,13 @@ def test_split_sentence_is_printed_from_the_rows(capsys):
 
     text = engine_view.split_sentence(R(), "m", "b", "a")
     assert "1.500 ms (a)" in text and "1.200 ms (b)" in text and "GEMM -0.200 ms" in text and "gaps +0.500" in text
+
+
+def test_accuracy_sentence_says_unresolved_when_the_interval_holds_the_budget(capsys):
+    from helpers.chapters.ch09_deployment import engine_view
+    from helpers.spread import Spread
+
+    rows = [{"model": "m", "format": "FP8", "drop (pts)": 0.2, "spread": Spread(-0.3, 0.6, "b")},
+            {"model": "m", "format": "INT8", "drop (pts)": 0.8, "spread": Spread(0.2, 1.4, "b")}]
+    text = engine_view.accuracy_sentence(rows)
+    assert text.startswith("1 of 2") and "0.8 points (INT8 on m)" in text and "1 cannot be told apart" in text

@@ -8,7 +8,7 @@ from torch import nn
 
 from helpers.deploy import triton_int8
 from helpers.deploy.torch_int8 import Int8Linear
-from helpers.chapters.ch09_deployment.workloads import amdahl_bound, is_gemm_kernel
+from helpers.chapters.ch09_deployment.workloads import amdahl_bound
 from helpers.errors import InputError, NoGPUError
 
 
@@ -62,21 +62,6 @@ def test_amdahl_bound():
     assert amdahl_bound(0.5, 2.0) == pytest.approx(4 / 3)
     with pytest.raises(InputError):
         amdahl_bound(1.5, 2.0)
-
-
-@pytest.mark.parametrize(
-    "name, gemm",
-    [
-        ("nvjet_sm90_hsh_192x128_64x5_1x2_h_bz_coopB_bias_TNT", True),
-        ("_int8_linear_kernel", True),
-        ("sm90_xmma_gemm_s8s8_s32", True),
-        ("triton_poi_fused__to_copy_clamp_div_gelu_int8_linear_round_1", False),
-        ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma", False),
-        ("triton_per_fused_add_native_layer_norm_view_2", False),
-    ],
-)
-def test_gemm_kernels_are_told_apart(name, gemm):
-    assert is_gemm_kernel(name) is gemm
 
 
 @pytest.mark.gpu

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -288,40 +287,6 @@ def profile_table(fn: Callable[[], Any], row_limit: int = 12) -> str:
                 torch.cuda.synchronize()
     key = "cuda_time_total" if torch.cuda.is_available() else "cpu_time_total"
     return prof.key_averages().table(sort_by=key, row_limit=row_limit)
-
-
-GEMM_KERNEL_HINTS = ("gemm", "nvjet", "cutlass", "xmma", "_int8_linear_kernel", "triton_mm", "triton_tem")
-FUSED_ELEMENTWISE = ("triton_poi", "triton_per", "triton_red")  # inductor's pointwise and reduction kernels
-
-
-def is_gemm_kernel(name: str) -> bool:
-    """True for a kernel name that belongs to a matrix multiply (cuBLAS, cuBLASLt, CUTLASS, Triton GEMMs)."""
-    low = name.lower()
-    if low.startswith(FUSED_ELEMENTWISE) or "attention" in low or "sdpa" in low or "fmha" in low:
-        return False
-    return any(h in low for h in GEMM_KERNEL_HINTS)
-
-
-def gpu_time_split(fn: Callable[[], Any]) -> dict[str, float]:
-    """GPU milliseconds of one call of `fn`, split into GEMM kernels and everything else (torch.profiler)."""
-    from torch.profiler import ProfilerActivity, profile
-
-    from helpers.device import require_gpu
-
-    require_gpu("Splitting GPU time by kernel")
-    with torch.inference_mode(), warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*Profiler clears events.*")
-        fn()
-        torch.cuda.synchronize()
-        with quiet_profiler_log(), profile(activities=[ProfilerActivity.CUDA]) as prof:
-            fn()
-            torch.cuda.synchronize()
-    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-    gemm = sum(e.self_device_time_total for e in kernels if is_gemm_kernel(e.name)) / 1e3
-    total = sum(e.self_device_time_total for e in kernels) / 1e3
-    if total <= 0:
-        raise InputError("the profiler saw no GPU kernels in this call; is the function running on the GPU?")
-    return {"gemm ms": gemm, "other ms": total - gemm, "total ms": total, "gemm share": gemm / total}
 
 
 def amdahl_bound(gemm_share: float, gemm_speedup: float) -> float:
