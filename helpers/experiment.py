@@ -248,13 +248,22 @@ class Experiment:
         from helpers import reference
 
         source = card or (reference.nearest_card() if self.needs != "cpu" else "cpu")
+        note = reference.card_note(source) if source and card is None and self.needs != "cpu" else ""
         recs = list(reference.load(source)) if source else []
         rows = {k: t.stored_rows(recs) for k, t in self.tables.items()}
+        if card is None and self.needs != "cpu" and self.tables and not any(rows.values()):
+            # the nearest card's run holds none of these rows: show the nearest stored run that does, and say so
+            for other in (c for c in reference.stored_cards() if c != source):
+                other_recs = list(reference.load(other))
+                other_rows = {k: t.stored_rows(other_recs) for k, t in self.tables.items()}
+                if any(other_rows.values()):
+                    note = f"the stored {source.upper() if source else 'GPU'} run does not hold these rows"
+                    source, recs, rows = other, other_recs, other_rows
+                    break
         if not recs:
             label = "no stored run holds these rows yet"
         else:
-            label = reference.stored_label(source) + (f"; {reference.card_note(source)}" if card is None and
-                                                      self.needs != "cpu" else "")
+            label = reference.stored_label(source) + (f"; {note}" if note else "")
         return Result(self, rows, source or "none", label, recs)
 
 
@@ -308,8 +317,10 @@ class Result:
             return
         show_table(view(rows) if view else rows, caption=f"{caption} ({self.where()})".strip())
 
-    def bars(self, table: str, label: str, value: str, title: str, ylabel: str, target: float | None = None) -> Any:
-        """A bar chart of one column of a table, labelled by another, with the rows' device."""
+    def bars(self, table: str, label: str, value: str, title: str, ylabel: str, target: float | None = None,
+             name: str | None = None) -> Any:
+        """A bar chart of one column of a table, labelled by another, with the rows' device (`name`: the saved
+        figure's file name, see ``helpers.plots``)."""
         from helpers import plots
 
         rows = self[table]
@@ -317,7 +328,7 @@ class Result:
             print(f"{title}: no rows ({self.where()}).")
             return None
         return plots.bar_ratios({str(r[label]): r[value] for r in rows}, title=title, ylabel=ylabel, target=target,
-                                device=self.device, note=self.note)
+                                device=self.device, note=self.note, name=name)
 
     def say(self, template: str, names: Mapping[str, str], verdict: Any = None, **twin_zh: Any) -> str:
         """``helpers.findings.say`` over this result's source (its spreads decide 'not resolved at this noise'),

@@ -111,6 +111,18 @@ def test_without_the_hardware_it_shows_the_nearest_stored_card_and_says_which(mo
     assert "NVIDIA H100" in capsys.readouterr().out
 
 
+def test_when_the_nearest_card_holds_none_of_its_rows_the_nearest_one_that_does_is_shown(monkeypatch, session):
+    stored = {"h200": (Record("test.copy.d2d", 4000.0, "GB/s", "NVIDIA H200", "2026-11-30",
+                              extra={"table": "test.copy", "kernel": "d2d"}),),
+              "h100": (Record("other.thing", 1.0, "ratio", "NVIDIA H100 80GB HBM3", "2026-12-05"),)}
+    monkeypatch.setattr(reference, "load", lambda source="h200": stored.get(source, ()))
+    monkeypatch.setattr("helpers.device.device_label", lambda: "CPU (x86_64, 2 cores)")
+    result = _copy_experiment([], needs="gpu").run(stored=True)
+    assert result.source == "h200" and result["copy"][0]["GB/s"] == 4000.0
+    assert "the stored H100 run does not hold these rows" in result.where()
+    assert _copy_experiment([], needs="gpu").run(stored=True, card="h100")["copy"] == []  # a named card is kept
+
+
 def _declared_tables() -> list[Table]:
     for m in pkgutil.walk_packages(helpers.chapters.__path__, "helpers.chapters."):
         importlib.import_module(m.name)

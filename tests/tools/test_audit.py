@@ -19,7 +19,6 @@ KNOWN = {  # chapter 12's first-crossing sentences are gone (it prints the set o
     # chapter 2 (not rewritten here): helpers.perf.roofline.fitted_roof takes the compute roof from the fastest
     # GEMM point and the memory roof from the fastest stream among the points it draws; the lead decides the fix
     ("roof", "chapter 2 roofline"),
-    ("flip", "claim ch09.layer_fusion"),
 }
 
 

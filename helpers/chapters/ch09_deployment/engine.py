@@ -36,10 +36,13 @@ TORCHAO = Table("ch09.engine.torchao", keys=("path",), value="sequences/s", unit
 RESNET = Table("ch09.engine.resnet50", keys=("path",), value="images/s", unit="images/s", fields=("rounds_s",),
                spread="spread")
 PARTS = Table("ch09.engine.parts", keys=("model", "path", "part"), value="ms", unit="ms")
+KERNELS = Table("ch09.engine.kernels", keys=("model", "path"), value="kernels", unit="kernels",
+                fields=("GPU ms",), example={"model": "BERT-base", "path": "fp16 engine + CUDA graph", "kernels": 98,
+                                            "GPU ms": 2.9})
 ACCURACY = Table("ch09.engine.accuracy", keys=("model", "format"), value="drop (pts)", unit="pts",
                  fields=("FP32 %", "engine %", "CPU twin %", "agreement with twin %"), spread="spread")
 TABLES = {"tuned": TUNED, "gemm": GEMM, "bert": BERT, "torchao": TORCHAO, "resnet": RESNET, "parts": PARTS,
-          "accuracy": ACCURACY}
+          "kernels": KERNELS, "accuracy": ACCURACY}
 
 
 def _rate_rows(r: Any, items: int, value: str) -> list[dict]:
@@ -56,6 +59,7 @@ def trace_name(model: str, path: str) -> str:
         slug(path.replace(" + CUDA graph", "").lower()).replace(".", "")
 
 
+UNFUSED = "fp16 eager + CUDA graph"  # one kernel per PyTorch operation, replayed as a graph: fusion's baseline
 LAST: dict[tuple[str, str], Any] = {}  # (model, path) -> the Trace of the last forward measured in this session
 
 
@@ -64,12 +68,19 @@ def split_rows(model: str, path: str, trace: Any) -> list[dict]:
     return [{"model": model, "path": path, "part": k, "ms": v} for k, v in trace.ms_by_kind().items()]
 
 
-def _parts(model: str, variants: dict, paths: tuple[str, ...]) -> list[dict]:
+def kernel_rows(model: str, path: str, trace: Any) -> list[dict]:
+    """How many kernels one forward launched, and their GPU time, as a KERNELS row."""
+    return [{"model": model, "path": path, "kernels": int(trace.totals["events"]),
+             "GPU ms": sum(v for k, v in trace.ms_by_kind().items() if k != "gaps")}]
+
+
+def _parts(model: str, variants: dict, paths: tuple[str, ...]) -> Rows:
     """Record one forward of each path with the shared timeline helper, store its trace (record
-    ``trace_name``) and return its time per kind of kernel as PARTS rows."""
+    ``trace_name``) and return its time per kind of kernel (PARTS rows) and its kernel count (KERNELS rows)."""
     from helpers.perf import timeline
 
-    rows = []
+    rows: list[dict] = []
+    kernels: list[dict] = []
     for p in paths:
         if p in variants:
             try:
@@ -81,7 +92,8 @@ def _parts(model: str, variants: dict, paths: tuple[str, ...]) -> list[dict]:
             timeline.store(t, trace_name(model, p))
             LAST[(model, p)] = t
             rows += split_rows(model, p, t)
-    return rows
+            kernels += kernel_rows(model, p, t)
+    return {"parts": rows, "kernels": kernels}
 
 
 def _failed(errors: dict[str, str]) -> None:
@@ -97,10 +109,13 @@ def accuracy_rows(device: str = "cpu") -> list[dict]:
     from helpers.deploy.engine8 import encoder, resnet
     from helpers.models.train import trained_model
 
+    from tqdm.auto import tqdm
+
     data = load_dataset("mnist1d")
     x, y = data.test.tensors
     calib = list(torch.split(data.calib.tensors[0], 128))
     rows = []
+    bar = tqdm(total=4, desc="8-bit engine: accuracy of its FP8 and INT8 builds", leave=False)
     for name, mod in (("encoder_small", encoder), ("resnet_small", resnet)):
         model = trained_model(name, progress=False).eval()
         with torch.no_grad():
@@ -119,6 +134,8 @@ def accuracy_rows(device: str = "cpu") -> list[dict]:
                              "FP32 %": float(ok32.mean()) * 100, "engine %": float(ok.mean()) * 100,
                              "CPU twin %": float((twin == y).float().mean()) * 100,
                              "agreement with twin %": float((pred == twin).float().mean()) * 100, "spread": d})
+                bar.update()
+    bar.close()
     return rows
 
 
@@ -136,7 +153,8 @@ def measure(batch: int = 32, seq: int = 128, images: int = 256, torchao: bool = 
         rn, errors = eb.resnet_variants(images)
         _failed(errors)
         out["resnet"] = _rate_rows(eb.interleaved(rn, rounds=12, inner=3), images, "images/s")
-        out["parts"] = out.get("parts", []) + _parts("ResNet-50", rn, tuple(rn))
+        for k, v in _parts("ResNet-50", rn, tuple(rn)).items():
+            out[k] = out.get(k, []) + v
         rn.clear()
         torch.cuda.empty_cache()
     if "accuracy" in stages:
@@ -177,8 +195,11 @@ def _measure_bert(batch: int, seq: int, torchao: bool) -> Rows:
         except Exception as exc:
             raise RuntimeError(f"BERT-base path {name!r} failed when run after the others were built: {exc}") from exc
     bert_rows = _rate_rows(eb.interleaved(bert, rounds=15, inner=5), batch, "sequences/s")
-    parts = _parts("BERT-base", bert, ("fp16 compiled + CUDA graph", "fp16 engine + CUDA graph",
-                                       "fp8 engine + CUDA graph", "int8 engine + CUDA graph"))
+    unfused, errors = eb.bert_variants(batch, seq, tuned, paths=(UNFUSED,))  # traced only: what fusion removes
+    _failed(errors)
+    parts = _parts("BERT-base", {**bert, **unfused}, (UNFUSED, "fp16 compiled + CUDA graph", "fp16 engine + CUDA graph",
+                                                       "fp8 engine + CUDA graph", "int8 engine + CUDA graph"))
+    unfused.clear()
     bar.update()
     torchao_rows: list[dict] = []
     if torchao:
@@ -192,7 +213,7 @@ def _measure_bert(batch: int, seq: int, torchao: bool) -> Rows:
     bert.clear()
     torch.cuda.empty_cache()
     bar.close()
-    return {"tuned": tuned_rows, "gemm": gemm, "bert": bert_rows, "torchao": torchao_rows, "parts": parts}
+    return {"tuned": tuned_rows, "gemm": gemm, "bert": bert_rows, "torchao": torchao_rows, **parts}
 
 
 def _best(rows: list[dict], value: str, prefixes: tuple[str, ...]) -> dict | None:

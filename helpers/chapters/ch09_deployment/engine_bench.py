@@ -125,6 +125,17 @@ def _compiled_graph(model: torch.nn.Module, *args: Any) -> Callable[[], Any]:
     return lambda: c(*args)
 
 
+def _eager_graph(model: torch.nn.Module, ids: torch.Tensor) -> Callable[[], Any]:
+    """The unfused model (one kernel per PyTorch operation) replayed as one CUDA graph: no launch overhead, so it
+    differs from the fused paths only in what fusion changes (kernels and the bytes between them)."""
+    from helpers.chapters.ch09_deployment.workloads import cuda_graph
+
+    def forward() -> Any:
+        with torch.inference_mode():
+            return model(ids)
+    return _keeping(cuda_graph(forward), model)
+
+
 def _keeping(replay: Callable[[], Any], owner: Any) -> Callable[[], Any]:
     """A graph's replay that keeps `owner` (the engine: its weights) alive: the graph reads their addresses, and
     memory freed behind a captured graph is handed to the next allocation (a replay then reads garbage or faults)."""
@@ -175,6 +186,7 @@ def bert_variants(batch: int = 32, seq: int = 128, tuned: dict[str, dict] | None
     builders: dict[str, Callable[[], Callable[[], Any]]] = {
         "fp32 eager": lambda: (lambda: fp32(ids)),
         "fp16 compiled + CUDA graph": lambda: _compiled_graph(copy(torch.float16), ids),
+        "fp16 eager + CUDA graph": lambda: _eager_graph(copy(torch.float16), ids),
         "torchao fp8 + CUDA graph": lambda: _compiled_graph(_torchao_model(copy(), "fp8"), ids),
         "torchao int8 + CUDA graph": lambda: _compiled_graph(_torchao_model(copy(), "int8"), ids),
     }

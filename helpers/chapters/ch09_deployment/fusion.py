@@ -63,12 +63,29 @@ def fusion_sentence(rows: Sequence[dict]) -> str:
             f"{trt_words}.")
 
 
+def _speeds(values: dict[str, float]) -> tuple[str, str]:
+    """ORT's own INT8 {'i'} and the TensorRT-style Q/DQ {'t'}, each ÷ FP32: faster, slower, no faster, or not
+    resolved (1 inside its rounds' spread)."""
+    from helpers.findings import compare, spread_of
+
+    return tuple(compare(values[k], above="faster", below="slower", same="no faster", spread=spread_of(values, k))
+                 for k in ("i", "t"))  # type: ignore[return-value]
+
+
 def cpu_speed_verdict(values: dict[str, float]) -> str:
     """Verdict on ORT's own INT8 {'i'} and the TensorRT-style Q/DQ {'t'} speed, both ÷ FP32."""
-    from helpers.findings import compare
-
-    own = compare(values["i"], above="faster", below="slower", same="no faster")
-    trt = compare(values["t"], above="faster", below="slower", same="no faster")
+    own, trt = _speeds(values)
     if own == "faster" and trt != "faster":
         return f"the graph that fuses is faster than FP32, the one that does not is {trt}"
     return f"ORT's own INT8 is {own} than FP32 and the TensorRT-style graph is {trt} here"
+
+
+def cpu_speed_verdict_zh(values: dict[str, float]) -> str:
+    """``cpu_speed_verdict`` in Chinese."""
+    from helpers.findings import ZH_WORDS
+
+    words = {**ZH_WORDS, "no faster": "不更快"}
+    own, trt = _speeds(values)
+    if own == "faster" and trt != "faster":
+        return f"会融合的图比 FP32 更快，不融合的图{words[trt]}"
+    return f"ORT 自己的 INT8 相对 FP32 {words[own]}，TensorRT 风格的图在这里{words[trt]}"
