@@ -46,6 +46,7 @@ from helpers.tools.tmp_check import KNOWN_TMP_FILES, check_tmp, tmp_leftovers  #
 from helpers.tools.report_summary import NotebookRun, summary_markdown
 from helpers.tools.report_names import (  # noqa: F401 - re-exported: report.check_names etc.
     FOLDERS,
+    check_declared_names,
     check_names,
     check_shown_names,
     course_notebooks,
@@ -262,7 +263,7 @@ def _cmd_check_names(argv: list[str]) -> int:
                          "with WORKBOOK_RESULTS set to an absolute path (`make notebooks` does).")
     if not bench.load_records(records_file):
         raise InputError(f"{records_file} holds no records: no notebook recorded anything. Run `make notebooks`.")
-    problems = check_names(records_file)
+    problems = check_names(records_file) + check_declared_names()
     for p in problems:
         print(p)
     if problems:

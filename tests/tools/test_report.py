@@ -117,6 +117,22 @@ def test_every_measurement_name_a_notebook_spells_out_is_stored():
     assert report.check_shown_names() == []
 
 
+def test_every_declared_table_and_headline_is_stored_or_says_what_will_store_it():
+    """The name check reads the declared Tables and Metrics (not literals hunted in the notebooks)."""
+    assert report.check_declared_names() == []
+
+
+def test_the_declared_name_check_fails_on_planted_names():
+    declared = {"ch09.engine.bert": "table", "bert_base.best8_over_fp16": "headline", "chzz.planted": "table",
+                "zz.planted_headline": "headline"}
+    problems = report.check_declared_names(declared, awaiting={"ch09.engine.bert": "stale", "zz.nothing": "typo"})
+    assert any("table chzz.planted is declared but no stored reference" in p for p in problems)
+    assert any("headline zz.planted_headline is declared" in p for p in problems)
+    assert any("AWAITING lists ch09.engine.bert, which a stored run now holds" in p for p in problems)
+    assert any("AWAITING lists zz.nothing, which nothing declares" in p for p in problems)
+    assert len(problems) == 4
+
+
 def test_shown_name_check_catches_a_name_nobody_stored(tmp_path, monkeypatch):
     import nbformat
 

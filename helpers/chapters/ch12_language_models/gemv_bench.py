@@ -225,31 +225,43 @@ def diagnosis(rows: list[dict], d2d_gbs: float) -> str:
     return "; ".join(parts) + "."
 
 
-HEADLINES = (("llm.gemv.w8a16_over_fp16", "W8A16 GEMV over FP16 cuBLAS (7B shapes)"),
-             ("llm.gemv.w4a16_over_fp16", "W4A16 g128 GEMV over FP16 cuBLAS (7B shapes)"),
-             ("llm.gemv.w4a16_over_tinygemm", "W4A16 GEMV over tinygemm, same run"),
-             ("llm.gemv.best_over_d2d", "Best weight-only GEMV bandwidth over the D2D copy"),
-             ("ch12.gemv.w8a16_over_fastest_fp16", "W8A16 GEMV over the fastest FP16 GEMV of the table"),
-             ("ch12.gemv.w4a16_over_fastest_fp16", "W4A16 GEMV over the fastest FP16 GEMV of the table"))
+HEADLINES = (("llm.gemv.w8a16_over_fp16", "W8A16 GEMV over FP16 cuBLAS (7B shapes)",
+              "W8A16 GEMV 相对 FP16 cuBLAS（7B 形状）"),
+             ("llm.gemv.w4a16_over_fp16", "W4A16 g128 GEMV over FP16 cuBLAS (7B shapes)",
+              "W4A16 g128 GEMV 相对 FP16 cuBLAS（7B 形状）"),
+             ("llm.gemv.w4a16_over_tinygemm", "W4A16 GEMV over tinygemm, same run", "W4A16 GEMV 相对 tinygemm（同一次运行）"),
+             ("llm.gemv.best_over_d2d", "Best weight-only GEMV bandwidth over the D2D copy",
+              "最快的仅权重 GEMV 带宽相对 D2D 拷贝"),
+             ("ch12.gemv.w8a16_over_fastest_fp16", "W8A16 GEMV over the fastest FP16 GEMV of the table",
+              "W8A16 GEMV 相对表中最快的 FP16 GEMV"),
+             ("ch12.gemv.w4a16_over_fastest_fp16", "W4A16 GEMV over the fastest FP16 GEMV of the table",
+              "W4A16 GEMV 相对表中最快的 FP16 GEMV"))
 
 
-def target_line(name: str, what: str, rows: list[dict] | None = None) -> str:
+def target_line(name: str, what: str, rows: list[dict] | None = None, what_zh: str | None = None) -> str:
     """'<what>: value (target ...: met/not met/not resolved at this noise). (where from)', or the value alone for a
-    name without a target. A record stored without its spread gets it from the table's `rows` (`headline_spreads`):
-    a target inside that spread is "not resolved at this noise", never met or missed."""
+    name without a target, with its Chinese twin (`what_zh`) on the next line. A record stored without its spread
+    gets it from the table's `rows` (`headline_spreads`): a target inside that spread is "not resolved at this
+    noise", never met or missed."""
     from helpers import findings, reference
 
+    zh = what_zh or what
     t = reference.TARGETS_BY_NAME.get(name)
     if t is None:
-        return findings.sentence(f"{what}: {{x:.3g}}.", {"x": name})
+        return findings.sentence(f"{what}: {{x:.3g}}.", {"x": name}, zh=f"{zh}：{{x:.3g}}。")
     derived = headline_spreads(rows).get(name) if rows else None
     if derived is None or t.value is None:
-        return findings.against_target(name, what)
+        return findings.against_target(name, what, subject_zh=zh)
 
-    def verdict(v: Mapping[str, float]) -> str:
+    def verdict(v: Mapping[str, float], chinese: bool = False) -> str:
         s = findings.spread_of(v, "x") or derived
         if t.straddled(s):
-            return f"target {t.text}: {findings.NOT_RESOLVED}, {s.lo:.3g}..{s.hi:.3g}, {s.method}"
-        return f"target {t.text}: {'met' if t.met(v['x']) else 'not met'}, {s.lo:.3g}..{s.hi:.3g}"
+            word = findings.NOT_RESOLVED_ZH if chinese else f"{findings.NOT_RESOLVED}"
+            return (f"目标 {t.text}：{word}，{s.lo:.3g}..{s.hi:.3g}，{s.method}" if chinese else
+                    f"target {t.text}: {word}, {s.lo:.3g}..{s.hi:.3g}, {s.method}")
+        met = t.met(v["x"])
+        return (f"目标 {t.text}：{'达到' if met else '未达到'}，{s.lo:.3g}..{s.hi:.3g}" if chinese else
+                f"target {t.text}: {'met' if met else 'not met'}, {s.lo:.3g}..{s.hi:.3g}")
 
-    return findings.sentence(f"{what}: {{x:.3g}} ({{verdict}}).", {"x": name}, verdict)
+    return findings.sentence(f"{what}: {{x:.3g}} ({{verdict}}).", {"x": name}, verdict, zh=f"{zh}：{{x:.3g}}（{{verdict}}）。",
+                             verdict_zh=lambda v: verdict(v, chinese=True))
