@@ -10,7 +10,7 @@ on tensor cores. `pick(scheme, n, k, m)` returns the (config, split) of a measur
 torch's current stream (CUDA-graph capturable); a split launch adds FP32 partial sums into a per-(device, M x N)
 workspace that the last block (or a second pass) zeroes again, so two streams must not run the same shape at once.
 
-Serves: tooling — the tensor-core weight-only GEMM, its tests and benchmark (chapter 12 to come).
+Serves: core — used by chapter 12.
 """
 
 from __future__ import annotations

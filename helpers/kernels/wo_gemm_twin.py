@@ -7,7 +7,7 @@ Fragment ownership (PTX ISA, mma.m16n8k16 with .f16 A/B and .f32 C/D), lane = 4 
     C (16 x 8, FP32)        c0, c1: row g, cols 2t, 2t+1                        c2, c3: row g+8, cols 2t, 2t+1
 (the lower 16 bits of a register hold the first of its two FP16 values.)
 
-Serves: tooling — the tensor-core weight-only GEMM, its tests and benchmark (chapter 12 to come).
+Serves: core — used by chapter 12.
 """
 
 from __future__ import annotations

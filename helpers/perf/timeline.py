@@ -29,7 +29,7 @@ records it for the reference run; ``load(name, source)`` reads it back for the n
     timeline.save(traces[0], Path.home() / "fp16_trace.json")   # then open it at ui.perfetto.dev
                                               # (never into the course's folders: the output contract refuses)
 
-Serves: core — used by chapter 9.
+Serves: core — used by chapters 9, 12.
 """
 
 from __future__ import annotations

@@ -42,12 +42,16 @@ FIGURE_RECORDS: dict[str, str | None] = {
     "ch07_mixed_precision": "ch07.mixed_precision.", "ch08_qat_curve": "qat.delta_pts", "ch08_ste": COMPUTED,
     # 09
     "ch09_bert": "ch09.bert.", "ch09_ort_cpu": "ch09.gpu_host_cpu.", "ch09_trt_rtx_engine_size": "trt_rtx.",
+    "ch09_engine_bert_parts": "ch09.timeline.", "ch09_engine_bert_timeline": "ch09.timeline.",
+    "ch09_engine_resnet_parts": "ch09.timeline.", "ch09_engine_resnet_timeline": "ch09.timeline.",
+    "BERT-base_seq_128_batch_32": "ch09.engine.bert.", "ResNet-50_batch_256": "ch09.engine.resnet50.",
     # 10, 11
     "ch10_mixed_precision": "ch10.mixed", "Running_activation_scale_per_batch": "ch10.dynamic.",
     "Nsight_Compute_summary_stored_GPU_run_": "ch11.ncu.",
     # 12: the tiny LM's training curve and activation ranges are computed on the CPU-trained model
     "Batch-1_GEMV_at_LLaMA-7B_shapes_speed_over_FP16_cuBLAS": "ch12.gemv.", "Batch_sweep_on_the_roofline": "ch12.batch.",
-    "Decode_tokens_s_7B-shaped_stack_batch_1": "ch12.decode.", "One_11008_4096_layer_at_batch_M": "ch12.sweep.",
+    "Decode_tokens_s_7B-shaped_stack_batch_1": "ch12.decode.",
+    "ch12_decode_timeline": "ch12.timeline.decode.", "ch12_decode_parts": "ch12.timeline.decode.", "One_11008_4096_layer_at_batch_M": "ch12.sweep.",
     "Tiny_LM_training_on_the_stdlib_text": COMPUTED, "Attention_input_of_block_0_outlier_made_on_purpose": COMPUTED,
     # labs
     "Lab_11_FP32_GEMMs_under_the_FP32_roof_TFLOP_s_": "lab11.", "Lab_11_INT8_GEMMs_under_the_INT8_roof_TOPS_": "lab11.",

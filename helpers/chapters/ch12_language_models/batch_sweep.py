@@ -1,7 +1,9 @@
 """Where weight-only quantization stops paying: one LLM projection (N=11008, K=4096) at growing batch M.
 
 At small M the time is the weight bytes, so fewer bytes win (W4A16, W8A16: the CUDA GEMV of
-`helpers.kernels.wo_gemv` up to M = 8, a Triton GEMM that unpacks codes into FP16 tensor-core tiles above). As M grows, each weight byte
+`helpers.kernels.wo_gemv` up to M = 8, a Triton GEMM that unpacks codes into FP16 tensor-core tiles above; and,
+as schemes of their own, 'w4a16 tc' and 'w8a16 tc': the CUDA tensor-core GEMM of `helpers.kernels.wo_gemm`, which
+dequantizes in registers and reuses each weight for every row, at M = 2..64). As M grows, each weight byte
 serves more rows and the layer becomes compute-bound: weight-only kernels then pay for unpacking codes
 and still multiply in FP16, while W8A8 (INT8 tensor cores, `torch._int_mm`) and FP8 (`torch._scaled_mm`)
 do the math in 8 bits, whose datasheet peak is twice FP16's, after quantizing the activations per token.
@@ -21,6 +23,7 @@ from helpers.chapters.ch12_language_models.gemv_bench import _clone, copies_for,
 from helpers.findings import NOT_RESOLVED
 from helpers.kernels import triton_gemv as tg
 from helpers.kernels import triton_wo_gemm as tw
+from helpers.kernels import wo_gemm as tc
 from helpers.kernels import wo_gemv as wg
 from helpers.perf.roofline import RoofPoint
 from helpers.quant import act_quant
@@ -28,9 +31,11 @@ from helpers.quant import weight_only as wo
 
 N, K = 11008, 4096
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
-SCHEMES = ("fp16", "w8a16", "w4a16", "w4a16 tinygemm", "w8a8 int8", "w8a8 int8 cublas", "w8a8 fp8")
+SCHEMES = ("fp16", "w8a16", "w4a16", "w8a16 tc", "w4a16 tc", "w4a16 tinygemm", "w8a8 int8", "w8a8 int8 cublas",
+           "w8a8 fp8")
+TC = {"w8a16 tc": "w8a16", "w4a16 tc": "w4a16"}  # the tensor-core weight-only GEMM (helpers.kernels.wo_gemm), M <= 64
 BATCH_KERNELS = {"fp16": "fp16 cuBLAS", "w8a16": "w8a16 CUDA", "w4a16": "w4a16 CUDA", "w4a16 tinygemm": "w4a16 tinygemm"}
-ACT_BYTES = {"fp16": 2, "w8a16": 2, "w4a16": 2, "w4a16 tinygemm": 2, "w8a8 int8": 1, "w8a8 int8 cublas": 1,
+ACT_BYTES = {"fp16": 2, "w8a16": 2, "w4a16": 2, "w8a16 tc": 2, "w4a16 tc": 2, "w4a16 tinygemm": 2, "w8a8 int8": 1, "w8a8 int8 cublas": 1,
              "w8a8 fp8": 1}
 # (largest M, (block_m, block_n, block_k, warps, stages)) per kind: the fastest of a grid timed on an H200
 GEMM_CONFIGS = {
@@ -83,6 +88,7 @@ def weights(seed: int = 0) -> dict[str, object]:
     w4 = wo.quantize_w4(w, 128)
     return {"fp16": w, "w8a16": (tg.prepare_w8(w8), tw.prepare(w8), wg.prepare(w8)),
             "w4a16": (tg.prepare_w4(w4), tw.prepare(w4), wg.prepare(w4)),
+            "w8a16 tc": tc.prepare(w8), "w4a16 tc": tc.prepare(w4),
             "w4a16 tinygemm": tinygemm_weight(w4), "w8a8 int8": w8, "w8a8 int8 cublas": w8,
             "w8a8 fp8": (fq.to(torch.float8_e4m3fn), fs.reshape(1, N).float().contiguous())}
 
@@ -92,6 +98,8 @@ def weight_nbytes(scheme: str, ws: dict[str, object]) -> int:
     obj = ws[scheme]
     if isinstance(obj, torch.Tensor):
         return obj.numel() * obj.element_size()
+    if isinstance(obj, tc.GemmWeight):
+        return obj.data.numel() * obj.data.element_size() + obj.scale.numel() * obj.scale.element_size()
     if scheme in ("w8a16", "w4a16"):
         return obj[0].nbytes  # type: ignore[index]
     if isinstance(obj, wo.W8Weight):
@@ -101,7 +109,7 @@ def weight_nbytes(scheme: str, ws: dict[str, object]) -> int:
 
 def _copy(obj: object) -> object:
     """An independent copy of a weight object."""
-    if isinstance(obj, torch.Tensor):
+    if isinstance(obj, (torch.Tensor, tc.GemmWeight)):
         return obj.clone()
     if isinstance(obj, tuple) and isinstance(obj[0], tg.GemvWeight):
         g = obj[1]
@@ -124,6 +132,8 @@ def _call(scheme: str, x: torch.Tensor, w: object) -> Callable[[], torch.Tensor]
         return lambda: torch.nn.functional.linear(x, w)  # type: ignore[arg-type]
     if scheme in ("w8a16", "w4a16"):
         return _wo_call(x, w)  # type: ignore[arg-type]
+    if scheme in TC:
+        return lambda: tc.gemm(x, w)  # type: ignore[arg-type]
     if scheme == "w4a16 tinygemm":
         return lambda: tinygemm_linear(x, *w)  # type: ignore[misc]
     if scheme.startswith("w8a8 int8"):
@@ -136,6 +146,8 @@ def _key(scheme: str, ws: dict[str, object], m: int) -> str:
     if scheme in ("w8a16", "w4a16"):
         pw = ws[scheme][2]  # type: ignore[index]
         words = wg.describe(pw, wg.default_config(pw, m)) if m <= wg.MAX_BATCH else f"{scheme} Triton GEMM"
+    elif scheme in TC:
+        words = f"{TC[scheme]} tensor-core GEMM (CUDA)"
     else:
         words = BATCH_KERNELS.get(scheme, scheme)
     return f"{words} {N}×{K}" + (f" m{m}" if m > 1 else "")
@@ -150,6 +162,11 @@ def _input(scheme: str, x: torch.Tensor) -> torch.Tensor:
     return x.to(torch.bfloat16) if scheme == "w4a16 tinygemm" else x
 
 
+def applies(scheme: str, m: int) -> bool:
+    """Whether the scheme runs at batch m: the tensor-core weight-only GEMM takes 2..64 rows (the GEMV serves M = 1)."""
+    return scheme not in TC or 2 <= m <= tc.MAX_M
+
+
 def sweep(batches: tuple[int, ...] = BATCHES, rounds: int = timing.ROUNDS) -> list[dict]:
     """One row per (scheme, M): µs per call (median of interleaved rounds, ``timing.interleaved``: every scheme of
     one M in turn, the order rotating) and TFLOP/s, weights read from rotating copies; lo_us..hi_us is the
@@ -161,7 +178,7 @@ def sweep(batches: tuple[int, ...] = BATCHES, rounds: int = timing.ROUNDS) -> li
     rows = []
     for m in batches:
         x = torch.randn(m, K, device="cuda", generator=gen).half()
-        calls = {s: [_call(s, _input(s, x), w) for w in copies[s]] for s in SCHEMES}
+        calls = {s: [_call(s, _input(s, x), w) for w in copies[s]] for s in SCHEMES if applies(s, m)}
         for s, sp in timing.interleaved(calls, rounds=rounds).items():
             rows.append({"scheme": s, "M": m, "µs": sp.median, "TFLOP/s": 2.0 * m * N * K / sp.median / 1e6,
                          "bytes": weight_nbytes(s, ws) + m * K * ACT_BYTES[s] + 2 * m * N,

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from helpers.chapters.ch12_language_models import (batch_sweep, decode_bench, gemv_bench, path_bench, quality, tables,
-                                                   timing)
+from helpers.chapters.ch12_language_models import (batch_sweep, decode_bench, decode_timeline, gemv_bench, path_bench,
+                                                   quality, tables, timing)
 from helpers.experiment import Experiment, Result
 from helpers.spread import Spread
 
@@ -83,6 +83,7 @@ def _decode(layers: int = 32, d2d_gbs: float | None = None) -> dict[str, list[di
     rows = [{**r, "layers": layers, "context": shape.context, "spread": m["spread"][r["path"]].extra()} for r in rows]
     split = [{"kind": kind, "part": part, "ms/step": ms, "share": sp["share"][part]}
              for kind, sp in splits.items() for part, ms in sp["ms/step"].items()]
+    decode_timeline.record(m)  # one step of each path on a timeline, stored (ch12.timeline.decode.*)
     del m
     torch.cuda.empty_cache()
     return {"decode": rows, "split": split}

@@ -121,20 +121,28 @@ def measure_and_show(global_kernel: Any, shared_kernel: Any) -> dict[str, float]
     return out
 
 
-def _verdict(values: Mapping[str, float]) -> str:
+RATE_NAMES_ZH = {"shared": "私有化（共享内存）内核", "global": "全局原子操作内核", "torch_histc": "torch.histc"}
+
+
+def _verdict(values: Mapping[str, float], zh: bool = False) -> str:
     """'faster (interleaved rounds: lo–hi×)', 'not resolved at this noise (…)', or the bare verdict saying that no
-    spread is stored."""
-    word, s = findings.faster_slower("r")(values), findings.spread_of(values, "r")
+    spread is stored (in Chinese with `zh`)."""
+    verdict = findings.faster_slower("r")
+    word, s = (verdict.zh if zh else verdict)(values), findings.spread_of(values, "r")  # type: ignore[attr-defined]
     if s is None:
-        return f"{word} by the bare number; no spread is stored with it, so the noise is unknown"
-    return f"{word} (interleaved rounds: {s.lo:.2f}–{s.hi:.2f}×)"
+        return (f"{word}（仅凭单个数字；没有保存其波动范围，噪声未知）" if zh else
+                f"{word} by the bare number; no spread is stored with it, so the noise is unknown")
+    return f"{word}（交错轮次：{s.lo:.2f}–{s.hi:.2f} 倍）" if zh else f"{word} (interleaved rounds: {s.lo:.2f}–{s.hi:.2f}×)"
 
 
 def speedup_sentences() -> list[str]:
-    """Print and return one sentence per speed-up, from its record (this run's, else the stored run's): a spread
-    that holds 1 is "not resolved at this noise", never a speed-up."""
+    """Print and return one sentence per speed-up, from its record (this run's, else the stored run's), with its
+    Chinese twin: a spread that holds 1 is "not resolved at this noise", never a speed-up."""
     return [findings.say(f"The {RATE_NAMES[fast]} runs at {{r:.2f}}× the speed of {RATE_NAMES[slow]}: {{verdict}}.",
-                         {"r": name}, _verdict) for name, (fast, slow) in SPEEDUPS.items()]
+                         {"r": name}, _verdict,
+                         zh=f"{RATE_NAMES_ZH[fast]}的速度是{RATE_NAMES_ZH[slow]}的 {{r:.2f}} 倍：{{verdict}}。",
+                         verdict_zh=lambda v: _verdict(v, zh=True))
+            for name, (fast, slow) in SPEEDUPS.items()]
 
 
 def without_gpu() -> None:

@@ -172,3 +172,16 @@ def test_the_gpu_benchmark_command_says_when_there_is_no_gpu(capsys):
         pytest.skip("a GPU is present")
     assert gpu_bench.main(["--quick"]) == 2
     assert "needs an NVIDIA GPU" in capsys.readouterr().err
+
+
+def test_the_sweep_times_the_tensor_core_weight_only_gemm_where_it_runs():
+    """The CUDA tensor-core GEMM (helpers.kernels.wo_gemm) is a scheme of its own at M = 2..64, multiplying in FP16
+    (its roof is FP16's), keyed apart from the GEMV and the Triton GEMM that the plain scheme dispatches to."""
+    from helpers.kernels import wo_gemm
+
+    assert [m for m in batch_sweep.BATCHES if batch_sweep.applies("w4a16 tc", m)] == [2, 4, 8, 16, 32, 64]
+    assert all(batch_sweep.applies(s, 1) for s in batch_sweep.SCHEMES if s not in batch_sweep.TC)
+    assert {batch_sweep.math_precision(s) for s in batch_sweep.TC} == {"fp16"}
+    assert set(batch_sweep.ACT_BYTES) == set(batch_sweep.SCHEMES)
+    key = batch_sweep._key("w4a16 tc", {}, 8)
+    assert key == f"w4a16 tensor-core GEMM (CUDA) {batch_sweep.N}×{batch_sweep.K} m8" and wo_gemm.MAX_M == 64
