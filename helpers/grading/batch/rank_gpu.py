@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numba import cuda  # the helpers package, imported first as this module's parent, chose GPU or simulator
 
 from helpers.grading.batch.rank_problems import build, problem, same, secret_seed
 from helpers.grading.speed_of_light import target
@@ -42,24 +43,17 @@ RUNS = 5
 L2_BYTES = 50 * 2**20  # H100/H200; the flush writes twice this
 
 
-def _flush_kernel() -> Any:
-    """A kernel that adds 1 to every word of a buffer (evicts whatever the L2 cache held)."""
-    from numba import cuda
-
-    @cuda.jit
-    def flush(buf):  # noqa: ANN001, ANN202 - a numba kernel
-        i = cuda.grid(1)
-        if i < buf.size:
-            buf[i] += 1
-
-    return flush
+@cuda.jit
+def _flush(buf):  # noqa: ANN001, ANN202 - a numba kernel
+    """Add 1 to every word of a buffer twice the L2 cache's size: evicts whatever the cache held."""
+    i = cuda.grid(1)
+    if i < buf.size:
+        buf[i] += 1
 
 
 def _launch_once(kern: Any, p: Any, flush: Any, buf: Any) -> tuple[float, float, np.ndarray]:
     """One defended launch: inputs copied, L2 flushed, device synchronised around the events; (event seconds,
     wall seconds, the output)."""
-    from numba import cuda
-
     dargs = [cuda.to_device(a) if isinstance(a, np.ndarray) else a for a in p.args]
     flush[(buf.size + 255) // 256, 256](buf)
     start, end = cuda.event(), cuda.event()
@@ -70,24 +64,26 @@ def _launch_once(kern: Any, p: Any, flush: Any, buf: Any) -> tuple[float, float,
     end.record()
     cuda.synchronize()
     wall = time.perf_counter() - t0
-    return cuda.event_elapsed_time(start, end) / 1e3, wall, dargs[p.out].copy_to_host()
+    return start.elapsed_time(end) / 1e3, wall, dargs[p.out].copy_to_host()
 
 
-def time_kernel(description: dict, exercise: str, runs: int = RUNS) -> dict:
-    """{'verdict': 'timed' | 'rejected: ...', 'shapes': {label: {'seconds', 'runs', 'wall'}}} for one kernel."""
-    from numba import cuda
+def time_kernel(description: dict, exercise: str, runs: int = RUNS, shapes: list | None = None,
+                device: str = "gpu", flush_bytes: int = 2 * L2_BYTES) -> dict:
+    """{'verdict': 'timed' | 'rejected: ...', 'shapes': {label: {'seconds', 'runs', 'wall'}}} for one kernel.
 
-    flush, buf = _flush_kernel(), cuda.device_array(2 * L2_BYTES // 4, np.int32)
+    `shapes` ((label, dims) pairs; the exercise's ranked shapes by default), `device` ('sim': numba's simulator)
+    and `flush_bytes` exist for the CPU tests of this procedure: a simulator's times mean nothing."""
+    flush, buf = _flush, cuda.device_array(max(flush_bytes // 4, 1), np.int32)
     out: dict = {"shapes": {}}
-    for s in target(exercise).shapes:
-        first = problem(exercise, s.dims, secret_seed(), "gpu")
+    for label, dims in shapes or [(s.label, s.dims) for s in target(exercise).shapes]:
+        first = problem(exercise, dims, secret_seed(), device)
         try:
-            kern = build(description, first.constants, "gpu")
+            kern = build(description, first.constants, device)
             _, _, got = _launch_once(kern, first, flush, buf)  # compiles, and is checked like every run
             why = same(got, first)
             events, walls = [], []
             for _ in range(runs if why is None else 0):
-                p = problem(exercise, s.dims, secret_seed(), "gpu")
+                p = problem(exercise, dims, secret_seed(), device)
                 ev, wall, got = _launch_once(kern, p, flush, buf)
                 why = same(got, p)
                 if why:
@@ -95,14 +91,14 @@ def time_kernel(description: dict, exercise: str, runs: int = RUNS) -> dict:
                 events.append(ev)
                 walls.append(wall)
             if why is None:
-                p = problem(exercise, s.dims, secret_seed(), "gpu")
+                p = problem(exercise, dims, secret_seed(), device)
                 why = same(_launch_once(kern, p, flush, buf)[2], p)
                 why = why and f"after the timing: {why}"
         except Exception as err:  # noqa: BLE001 - a student's kernel may fail in any way; it is then not ranked
             why = f"failed on the GPU ({type(err).__name__}: {str(err)[:200]})"
         if why:
-            return {"verdict": f"rejected: {s.label}: {why}", "shapes": out["shapes"]}
-        out["shapes"][s.label] = {"seconds": statistics.median(events), "runs": events, "wall": walls}
+            return {"verdict": f"rejected: {label}: {why}", "shapes": out["shapes"]}
+        out["shapes"][label] = {"seconds": statistics.median(events), "runs": events, "wall": walls}
     return {"verdict": "timed", **out}
 
 
@@ -120,6 +116,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    import helpers  # noqa: F401 - the course's start-up (no simulator where a GPU is)
-
     sys.exit(main(sys.argv[1:]))

@@ -178,3 +178,49 @@ def test_the_planted_submissions_end_to_end_without_a_gpu(tmp_path: Path) -> Non
     for fam, cheat in rank_planted.CHEATS.items():
         assert any(r["pre-check"].startswith(cheat.expect) and fam in r["pre-check"]
                    for r in rows if r["student"] == f"cheat_{fam}")
+
+
+def test_rank_keeps_the_output_contract(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from helpers.grading.batch.__main__ import main
+
+    sub = _lab12(tmp_path)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("a user's own file\n")
+    assert main(["rank", str(sub), "--out", str(mine)]) == 2
+    assert (mine / "notes.txt").read_text() == "a user's own file\n" and sorted(p.name for p in mine.iterdir()) == [
+        "notes.txt"]
+    assert main(["rank", str(sub), "--out", str(SOLUTIONS)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 2 and "Traceback" not in err
+    out = tmp_path / "r"
+    for _ in range(2):  # a new folder, then its own earlier output
+        assert main(["rank", str(sub), "--out", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == [
+        "leaderboard.csv", "leaderboard.html", "limits.csv", "verdicts.csv"]
+
+
+def test_the_gpu_timing_procedure_runs_in_the_simulator() -> None:
+    """rank_gpu's procedure (flush, fresh poisoned inputs, checks of every run and after) on tiny shapes in numba's
+    simulator: the official kernel is 'timed' (the simulator's times mean nothing), a wrong one rejected."""
+    from helpers.grading.batch import rank_gpu
+
+    shapes = [("tiny", SIM_DIMS["lab11.naive"])]
+    ok = rank_gpu.time_kernel(_naive(), "lab11.naive", runs=2, shapes=shapes, device="sim", flush_bytes=1024)
+    assert ok["verdict"] == TIMED and len(ok["shapes"]["tiny"]["runs"]) == 2
+    wrong = _naive("    c[0, 0] = 1\n")
+    bad = rank_gpu.time_kernel(wrong, "lab11.naive", runs=2, shapes=shapes, device="sim", flush_bytes=1024)
+    assert bad["verdict"].startswith("rejected: tiny:") and "outputs wrong" in bad["verdict"]
+
+
+def test_a_timing_process_that_fails_rejects_with_its_last_line() -> None:
+    got = rank.time_on_gpu(_naive(), "lab11.naive", 1)  # no GPU here: the timing process refuses to start
+    assert got["verdict"].startswith("rejected: the timing process failed") and got["shapes"] == {}
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_official_kernel_is_timed_and_a_wrong_one_rejected() -> None:
+    ok = rank.time_on_gpu(_naive(), "lab11.naive", 2)
+    assert ok["verdict"] == TIMED and set(ok["shapes"]) == {s.label for s in sol.target("lab11.naive").shapes}
+    assert all(v["seconds"] > 0 for v in ok["shapes"].values())
+    assert rank.time_on_gpu(_naive("    c[0, 0] = 1\n"), "lab11.naive", 2)["verdict"].startswith("rejected")
