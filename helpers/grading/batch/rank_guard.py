@@ -25,24 +25,31 @@ FAMILIES = {"timer": "patched timers or events", "stream": "work on another stre
             "cache": "results cached by pointer or shape", "vendor": "the reference or a vendor op as the kernel",
             "graph": "CUDA-graph replay of captured results"}
 
-# a dotted name (or its last part) and its family
-_NAMES = {
-    "timer": ("time", "perf_counter", "monotonic", "process_time", "elapsed_time", "event_elapsed_time", "event",
-              "Event", "record", "clock", "setattr", "monkeypatch", "mock", "patch"),
-    "stream": ("stream", "Stream", "external_stream", "default_stream", "per_thread_default_stream",
-               "legacy_default_stream", "threading", "Thread", "multiprocessing", "concurrent", "asyncio"),
-    "cache": ("lru_cache", "cache", "cached_property", "data_ptr", "__cuda_array_interface__",
-              "device_ctypes_pointer", "ptr", "id", "weakref", "shelve", "pickle"),
-    "vendor": ("torch", "cupy", "cp", "cublas", "cublasLt", "matmul", "dot", "einsum", "tensordot", "inner",
-               "bincount", "histc", "histogram", "linear", "_int_mm", "mm", "bmm", "addmm", "ctypes", "cffi",
-               "RawKernel", "RawModule", "load_library", "float_gemm_reference", "int8_gemm_reference",
-               "gemm_naive", "tiled", "tiled_int8", "hist_global", "hist_shared", "numba_histogram", "gemv_w4",
-               "wo_gemv", "scipy", "jax", "triton"),
-    "graph": ("graph", "graphs", "CUDAGraph", "Graph", "replay", "capture", "begin_capture", "end_capture",
-              "capture_begin", "capture_end", "make_graphed_callables", "graph_launch"),
+# modules whose use is a sign (the first part of a dotted name, or an import)
+_MODULES = {
+    "timer": ("time", "timeit", "unittest", "mock"),
+    "stream": ("threading", "multiprocessing", "concurrent", "asyncio"),
+    "cache": ("functools", "weakref", "shelve", "pickle"),
+    "vendor": ("torch", "cupy", "cp", "cupyx", "scipy", "jax", "triton", "ctypes", "cffi", "nvmath", "cublas"),
+    "graph": (),
 }
-# names the official notebooks use legitimately, outside the kernel (course helpers, not vendor ops)
-_NOTEBOOK_OK = {"histogram", "record"}
+# functions and attributes whose call is a sign (a bare call, or the last part of a dotted one)
+_CALLS = {
+    "timer": ("perf_counter", "perf_counter_ns", "monotonic", "process_time", "elapsed_time", "event_elapsed_time",
+              "event", "Event", "setattr", "monkeypatch", "patch"),
+    "stream": ("stream", "Stream", "external_stream", "default_stream", "per_thread_default_stream",
+               "legacy_default_stream", "Thread", "Process", "ThreadPoolExecutor", "ProcessPoolExecutor"),
+    "cache": ("lru_cache", "cache", "cached_property", "data_ptr", "device_ctypes_pointer", "id"),
+    "vendor": ("matmul", "dot", "einsum", "tensordot", "inner", "bincount", "histc", "histogram", "linear", "_int_mm",
+               "mm", "bmm", "addmm", "RawKernel", "RawModule", "load_library", "float_gemm_reference",
+               "int8_gemm_reference", "gemm_naive", "tiled", "tiled_int8", "hist_global", "hist_shared",
+               "numba_histogram", "gemv_w4", "wo_gemv", "dp4a_gemm_packed"),
+    "graph": ("graph", "CUDAGraph", "Graph", "replay", "capture", "begin_capture", "end_capture", "capture_begin",
+              "capture_end", "make_graphed_callables", "graph_launch", "graph_upload"),
+}
+_ATTRS = {"cache": ("__cuda_array_interface__", "device_ctypes_pointer", "ptr")}  # read, not called
+# what the official notebooks call legitimately outside their kernels: the course's histogram module
+_NOTEBOOK_OK = {"histogram"}
 
 
 @dataclass(frozen=True)
@@ -69,15 +76,16 @@ def _dotted(node: ast.AST) -> str | None:
     return None
 
 
-def _family(dotted: str, ok: set[str]) -> str | None:
-    """The family of a dotted name: any of its parts is a known name (the notebook's allowed names excepted)."""
-    for part in dotted.split("."):
-        if part in ok:
-            continue
-        for fam, names in _NAMES.items():
-            if part in names:
-                return fam
-    return None
+def _families(dotted: str, ok: set[str]) -> list[str]:
+    """The families of a dotted name: its first part a known module, or its last part a known call. A bare name
+    in `ok` (a function the notebook or the kernel defines itself) is no sign."""
+    parts = dotted.split(".")
+    if len(parts) == 1 and dotted in ok:
+        return []
+    found = [f for f, mods in _MODULES.items() if parts[0] in mods]
+    if parts[-1] not in _NOTEBOOK_OK or len(parts) == 1 or parts[0] in ("np", "numpy"):
+        found += [f for f, calls in _CALLS.items() if parts[-1] in calls and f not in found]
+    return found
 
 
 def _signs(tree: ast.AST, ok: set[str]) -> list[tuple[str, str]]:
@@ -86,35 +94,32 @@ def _signs(tree: ast.AST, ok: set[str]) -> list[tuple[str, str]]:
     for node in ast.walk(tree):
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
             found.append(("vendor", "multiplies matrices with @ (a library matmul)"))
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-            mods += [a.name for a in node.names] if isinstance(node, ast.ImportFrom) else []
-            for m in mods:
-                fam = _family(m, ok)
-                if fam:
-                    found.append((fam, f"imports {m}"))
+        elif isinstance(node, ast.Import):
+            found += [(f, f"imports {a.name}") for a in node.names for f in _families(a.name.split(".")[0], set())]
+        elif isinstance(node, ast.ImportFrom):
+            mod = node.module or ""
+            found += [(f, f"imports {mod}") for f in _families(mod.split(".")[0], set())]
+            if mod.split(".")[0] in ("numpy", "numba", "math"):
+                found += [(f, f"imports {a.name} from {mod}") for a in node.names
+                          for f in _families(f"{mod}.{a.name}", set())]
         elif isinstance(node, ast.Global):
             found.append(("cache", f"keeps state across calls (global {', '.join(node.names)})"))
         elif isinstance(node, ast.Call):
-            name = _dotted(node.func)
-            fam = _family(name, ok) if name else None
-            if fam:
-                found.append((fam, f"calls {name}"))
             launch = node.func
+            name = _dotted(launch.value if isinstance(launch, ast.Subscript) else launch)
+            found += [(f, f"calls {name}") for f in (_families(name, ok) if name else [])]
             if isinstance(launch, ast.Subscript) and isinstance(launch.slice, ast.Tuple) and len(launch.slice.elts) >= 3:
-                found.append(("stream", f"launches {_dotted(launch.value) or 'a kernel'} with a stream in its "
-                                        "launch configuration"))
+                found.append(("stream", f"launches {name or 'a kernel'} with a stream in its launch configuration"))
+        elif isinstance(node, ast.Attribute) and any(node.attr in a for a in _ATTRS.values()):
+            found.append(("cache", f"reads {_dotted(node) or node.attr} (a buffer's address)"))
         elif isinstance(node, ast.FunctionDef):
             for d in node.decorator_list:
                 name = _dotted(d.func if isinstance(d, ast.Call) else d)
-                fam = _family(name, ok) if name else None
-                if fam:
-                    found.append((fam, f"decorates {node.name} with {name}"))
+                found += [(f, f"decorates {node.name} with {name}") for f in (_families(name, ok) if name else [])]
         elif isinstance(node, (ast.Assign, ast.AugAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for t in targets:
+            for t in node.targets if isinstance(node, ast.Assign) else [node.target]:
                 name = _dotted(t)
-                if isinstance(t, ast.Attribute) and name and "." in name:
+                if isinstance(t, ast.Attribute) and name:
                     found.append(("timer", f"replaces {name} (patches a library or the grader)"))
     return list(dict.fromkeys(found))
 
@@ -143,28 +148,30 @@ def kernel_findings(functions: list[dict], out_index: int) -> list[Finding]:
         except SyntaxError:
             found.append(Finding("vendor", where, "its source does not parse", True))
             continue
-        found += [Finding(f, where, w, True) for f, w in _signs(tree, set())]
+        devices = {g for g, spec in dict(data.get("globals", {})).items() if isinstance(spec, list) and spec[:1] == ["device"]}
+        found += [Finding(f, where, w, True) for f, w in _signs(tree, devices)]
         fn = tree.body[0] if tree.body and isinstance(tree.body[0], ast.FunctionDef) else None
         what = _reads_output(fn, out_index) if fn is not None and i == 0 else None
         if what:
             found.append(Finding("cache", where, what, True))
         for g, spec in dict(data.get("globals", {})).items():
             if isinstance(spec, list) and spec[:1] in (["module"], ["attr"]):
-                fam = _family(".".join(map(str, spec[1:])), set())
-                if fam:
-                    found.append(Finding(fam, where, f"reads {g} = {'.'.join(map(str, spec[1:]))}", True))
+                dotted = ".".join(map(str, spec[1:]))
+                found += [Finding(f, where, f"reads {g} = {dotted}", True) for f in _families(dotted, set())]
     return found
 
 
 def notebook_findings(sources: list[str], kernel_names: set[str]) -> list[Finding]:
-    """Findings in the notebook's code cells outside the ranked kernels and their device functions (flags)."""
+    """Findings in the notebook's code cells outside the ranked kernels and their device functions (flags); a call
+    of a function the notebook defines itself is no sign (what that function does is)."""
     found = []
-    for i, src in enumerate(sources):
-        tree = _cell_tree(src)
+    trees = [_cell_tree(src) for src in sources]
+    defined = {n.name for t in trees if isinstance(t, ast.Module) for n in ast.walk(t) if isinstance(n, ast.FunctionDef)}
+    for i, tree in enumerate(trees):
         if not isinstance(tree, ast.Module):
             continue
         tree.body = [n for n in tree.body if not (isinstance(n, ast.FunctionDef) and n.name in kernel_names)]
-        found += [Finding(f, f"code cell {i + 1}", w, False) for f, w in _signs(tree, _NOTEBOOK_OK)]
+        found += [Finding(f, f"code cell {i + 1}", w, False) for f, w in _signs(tree, defined)]
     return found
 
 

@@ -100,3 +100,14 @@ def test_a_decorator_cache_and_a_global_are_cache_signs() -> None:
     src = "import functools\n@functools.lru_cache\ndef f(x):\n    global seen\n    return x\n"
     fams = {f.family for f in rank_guard.notebook_findings([src], set())}
     assert fams == {"cache"}
+
+
+def test_a_students_own_helper_named_like_a_library_call_is_no_sign() -> None:
+    kernel = {"name": "k", "source": "def k(a, b, c):\n    c[0, 0] = dot(a[0, 0], b[0, 0])\n",
+              "globals": {"dot": ["device", {"name": "dot", "source": "def dot(x, y):\n    return x * y\n",
+                                             "globals": {}}]}}
+    assert rank_guard.kernel_findings(functions(kernel), 2) == []
+    cells = ["def tiled(n):\n    return n\n", "print(tiled(3))\n", "x = histogram.reference(v, 8)\n"]
+    assert rank_guard.notebook_findings(cells, set()) == []
+    assert {f.family for f in rank_guard.notebook_findings(["y = np.histogram(v)\nz = gemm.tiled(16)\n"], set())} \
+        == {"vendor"}
