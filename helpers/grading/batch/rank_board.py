@@ -108,7 +108,9 @@ def _plot(ex: str, rows: list[dict], card: str) -> str:
         ax.set_ylabel("fraction of the limit")
         ax.axhline(1.0, color="k", lw=0.8)
         ax.legend(fontsize=7, ncol=2)
-    ax.set_title(f"{ex}: fraction of the speed of light (limits: stored {card.upper()} run)", fontsize=9)
+    devices = sorted({r["device"] for r in timed if r["device"]})
+    where = f"timed on {', '.join(devices)}; " if devices else ""
+    ax.set_title(f"{ex}: fraction of the speed of light ({where}limits: stored {card.upper()} run)", fontsize=9)
     buf = io.BytesIO()
     fig.tight_layout()
     fig.savefig(buf, format="png", dpi=90)

@@ -17,7 +17,11 @@ device-wide synchronisation) is stored beside it.
 A later session with a GPU runs the whole ranking on the official solutions and one planted cheat of each family
 with one command (``rank_planted``), which writes the leaderboard and each cheat's verdict under DIR:
 
-    python -m helpers.grading.batch.rank_planted --out DIR
+    python -m helpers.grading.batch.rank_planted --out DIR [--runs 3]
+
+The limits must be the timing card's own: on an H200 (its chapter 2 and 3 rates are stored) the command runs as
+it is; on an H100, store that card's rates first (``python -m helpers.tools.report --out R --only '0[23]_*'
+--store reference/h100``) and add ``--card h100``. Nothing has been timed with it yet (written without a GPU).
 
 This module's own entry point is what ``rank`` starts: ``python -m helpers.grading.batch.rank_gpu JOB RESULT``.
 

@@ -3,7 +3,7 @@ family that kernel competitions defend against (``rank_guard.FAMILIES``), each b
 one edit. The tests rank them on the CPU; a GPU session ranks them for real with one command, which writes the
 planted notebooks, the leaderboard and each cheat's verdict under DIR:
 
-    python -m helpers.grading.batch.rank_planted --out DIR [--card h200]
+    python -m helpers.grading.batch.rank_planted --out DIR [--card h200] [--runs 5]
 
 (DIR/submissions/ the planted notebooks, DIR/rank/ rank's output: limits.csv, verdicts.csv, leaderboard.csv and
 leaderboard.html; DIR/cheats.json each cheat's family, what was planted, and the verdict it got.)
@@ -122,12 +122,13 @@ def main(argv: list[str]) -> int:
                     description="rank the official solutions and one planted cheat per family")
     ap.add_argument("--out", type=Path, required=True, help="a new or empty folder")
     ap.add_argument("--card", default="h200", help="the stored card whose rates set the limits")
+    ap.add_argument("--runs", type=cli.whole_number(1), default=rank.RUNS, help="timed runs per shape")
     args = ap.parse_args(argv)
     command = "python -m helpers.grading.batch.rank_planted"
     with cli.output_dir(args.out, command) as out:
         subs = out / "submissions"
         write_submissions(subs)
-        entries = rank.rank([subs], out / "rank", card=args.card)
+        entries = rank.rank([subs], out / "rank", card=args.card, runs=args.runs)
         (out / "cheats.json").write_text(json.dumps(cheat_verdicts(entries), indent=1) + "\n", encoding="utf-8")
     print(f"wrote {args.out / 'cheats.json'} and {args.out / 'rank'}")
     return 0

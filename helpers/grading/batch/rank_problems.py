@@ -21,6 +21,7 @@ from helpers.grading.speed_of_light import target
 from helpers.kernels import gemm, histogram
 
 GPU_TILE, SIM_TILE = 16, 8
+WARP = 32  # lab 13 launches one warp per output row
 SIM_DIMS = {"lab11.naive": (16, 32, 24), "lab11.tiled": (16, 16, 24), "lab11.int8": (16, 16, 64),
             "lab12.global_atomics": (1024, 64), "lab12.shared_bins": (1024, 64), "lab13.gemv": (3, 128, 32)}
 OUT_INDEX = {"lab11.naive": 2, "lab11.tiled": 2, "lab11.int8": 2, "lab12.global_atomics": 1,
@@ -87,15 +88,27 @@ def _hist(dims: tuple, rng: np.random.Generator) -> Problem:
 
 
 def _gemv(dims: tuple, rng: np.random.Generator) -> Problem:
-    """Lab 13: W4A16 GEMV, power-of-two scales and integer activations (exact in any order)."""
-    from helpers.labs.lab13_weight_only_gemv import kit
-
+    """Lab 13: W4A16 GEMV (lab 13's format: offset-binary bytes, element 2j in the low nibble, one float32 scale
+    per row and group), power-of-two scales and integer activations (exact in any order). The bytes are drawn
+    directly: every byte is two codes in -8..7."""
     n, k, group = dims
-    packed, scales, x = kit.problem(rng, n, k, group)
-    s = np.repeat(scales.astype(np.float64), group, axis=1)
-    want = ((kit.codes(packed) * s) @ x.astype(np.float64)).astype(np.float32)
-    y = poisoned(np.zeros(n, np.float32))
-    return Problem((packed, scales, x, y), 3, n, kit.WARP, {}, want)
+    packed = rng.integers(0, 256, (n, k // 2), dtype=np.uint8)
+    scales = np.exp2(rng.integers(-4, 2, (n, k // group))).astype(np.float32)
+    x = rng.integers(-4, 5, k).astype(np.float32)
+    return Problem((packed, scales, x, poisoned(np.zeros(n, np.float32))), 3, n, WARP, {},
+                   gemv_answer(packed, scales, x))
+
+
+def gemv_answer(packed: np.ndarray, scales: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """y of the W4A16 GEMV, exact: each group's sum of code × x is a small integer (exact in float32), scaled by a
+    power of two and summed in float64; without the weight-sized float64 arrays of a plain dequantization."""
+    n, half = packed.shape
+    groups = scales.shape[1]
+    q = np.empty((n, 2 * half), np.float32)
+    q[:, 0::2] = (packed & 0xF).astype(np.float32) - 8  # offset binary: element 2j in the low nibble
+    q[:, 1::2] = (packed >> 4).astype(np.float32) - 8
+    per_group = np.einsum("ngj,gj->ng", q.reshape(n, groups, -1), x.reshape(groups, -1).astype(np.float32))
+    return (per_group.astype(np.float64) * scales).sum(axis=1).astype(np.float32)
 
 
 def problem(exercise: str, dims: tuple, seed: int, device: str = "gpu") -> Problem:

@@ -40,6 +40,16 @@ def test_problems_are_fresh_per_seed_and_reproducible() -> None:
     assert g.out == 3 and g.expected.shape == (3,)
 
 
+def test_the_gemv_answer_is_lab_13s_spec() -> None:
+    from helpers.grading.batch.rank_problems import gemv_answer
+    from helpers.labs.lab13_weight_only_gemv import key, kit
+
+    packed, scales, x = kit.problem(np.random.default_rng(5), 6, 256, 32)
+    assert np.array_equal(gemv_answer(packed, scales, x), key.spec_gemv(packed, scales, x)["y"])
+    p = problem("lab13.gemv", (4, 256, 64), 9)
+    assert np.array_equal(p.expected, key.spec_gemv(*p.args[:3])["y"])
+
+
 def test_the_official_kernels_pass_the_secret_seed_recheck() -> None:
     assert recheck(_naive(), "lab11.naive") is None
     assert recheck(_naive(), "lab11.naive", seed=12345) is None
