@@ -91,7 +91,8 @@ def shape(exercise: str, label: str) -> Shape:
     t = target(exercise)
     found = next((s for s in t.shapes if s.label == label), None)
     if found is None:
-        raise InputError(f"{exercise} has no ranked shape {label!r}; its shapes: {', '.join(s.label for s in t.shapes)}.")
+        labels = ", ".join(s.label for s in t.shapes)
+        raise InputError(f"{exercise} has no ranked shape {label!r}; its shapes: {labels}.")
     return found
 
 

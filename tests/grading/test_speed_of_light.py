@@ -105,7 +105,8 @@ def test_a_students_speed_check_reports_the_fraction(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr("helpers.device.device_label", lambda: "NVIDIA H200")
     from helpers.labs.lab11_gemm_kernels import kit
 
-    _, _, detail = kernel_perf.perf_ratio(lambda: None, lambda: None, 0.8, "2048³ FP32 GEMM", kit._light("lab11.naive"))
+    light = kit._light("lab11.naive")
+    _, _, detail = kernel_perf.perf_ratio(lambda: None, lambda: None, 0.8, "2048³ FP32 GEMM", light)
     assert "0.100 of the limit" in detail
 
 

@@ -108,7 +108,8 @@ def _signs(tree: ast.AST, ok: set[str]) -> list[tuple[str, str]]:
             launch = node.func
             name = _dotted(launch.value if isinstance(launch, ast.Subscript) else launch)
             found += [(f, f"calls {name}") for f in (_families(name, ok) if name else [])]
-            if isinstance(launch, ast.Subscript) and isinstance(launch.slice, ast.Tuple) and len(launch.slice.elts) >= 3:
+            config = launch.slice if isinstance(launch, ast.Subscript) else None
+            if isinstance(config, ast.Tuple) and len(config.elts) >= 3:
                 found.append(("stream", f"launches {name or 'a kernel'} with a stream in its launch configuration"))
         elif isinstance(node, ast.Attribute) and any(node.attr in a for a in _ATTRS.values()):
             found.append(("cache", f"reads {_dotted(node) or node.attr} (a buffer's address)"))
@@ -146,15 +147,15 @@ def kernel_findings(functions: list[dict], out_index: int) -> list[Finding]:
         try:
             tree = ast.parse(str(data.get("source", "")))
         except SyntaxError:
-            found.append(Finding("vendor", where, "its source does not parse", True))
-            continue
-        devices = {g for g, spec in dict(data.get("globals", {})).items() if isinstance(spec, list) and spec[:1] == ["device"]}
+            continue  # no cheat sign: it cannot be built either, and is rejected there
+        globs = dict(data.get("globals", {}))
+        devices = {g for g, spec in globs.items() if isinstance(spec, list) and spec[:1] == ["device"]}
         found += [Finding(f, where, w, True) for f, w in _signs(tree, devices)]
         fn = tree.body[0] if tree.body and isinstance(tree.body[0], ast.FunctionDef) else None
         what = _reads_output(fn, out_index) if fn is not None and i == 0 else None
         if what:
             found.append(Finding("cache", where, what, True))
-        for g, spec in dict(data.get("globals", {})).items():
+        for g, spec in globs.items():
             if isinstance(spec, list) and spec[:1] in (["module"], ["attr"]):
                 dotted = ".".join(map(str, spec[1:]))
                 found += [Finding(f, where, f"reads {g} = {dotted}", True) for f in _families(dotted, set())]
@@ -166,7 +167,8 @@ def notebook_findings(sources: list[str], kernel_names: set[str]) -> list[Findin
     of a function the notebook defines itself is no sign (what that function does is)."""
     found = []
     trees = [_cell_tree(src) for src in sources]
-    defined = {n.name for t in trees if isinstance(t, ast.Module) for n in ast.walk(t) if isinstance(n, ast.FunctionDef)}
+    defined = {n.name for t in trees if isinstance(t, ast.Module)
+               for n in ast.walk(t) if isinstance(n, ast.FunctionDef)}
     for i, tree in enumerate(trees):
         if not isinstance(tree, ast.Module):
             continue

@@ -129,7 +129,8 @@ def same(got: np.ndarray, p: Problem) -> str | None:
         return f"output of shape {got.shape}, expected {p.expected.shape}"
     bad = got != p.expected  # a NaN left in a float output (the poison) is never equal: it counts as wrong
     if bad.any():
-        return f"{int(bad.sum())} of {got.size} outputs wrong on fresh inputs (first at index {np.argwhere(bad)[0].tolist()})"
+        first = np.argwhere(bad)[0].tolist()
+        return f"{int(bad.sum())} of {got.size} outputs wrong on fresh inputs (first at index {first})"
     return None
 
 
