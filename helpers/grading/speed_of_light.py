@@ -184,9 +184,10 @@ def card_of(device: str) -> str | None:
     return next((c for c in reference.stored_cards() if c.upper() in device.upper()), None)
 
 
-def note(exercise: str, label: str, seconds: float, device: str | None = None) -> str:
+def note(exercise: str, label: str, seconds: float, device: str | None = None, zh: bool = False) -> str:
     """The sentence a student's check prints on a GPU: the fraction of this card's limit at one shape, or why none
-    is computed (no stored rates of this card: the limit of another card would not be this card's)."""
+    is computed (no stored rates of this card: the limit of another card would not be this card's). `zh`: its
+    中文 twin."""
     if device is None:
         from helpers.device import device_label
 
@@ -197,9 +198,15 @@ def note(exercise: str, label: str, seconds: float, device: str | None = None) -
             raise InputError(f"no stored GPU run of {device}")
         r = rates(card)
     except InputError as err:
+        if zh:
+            return f"{label} 的光速极限：未计算（{device} 没有已存储的带宽和 GEMM 速率）。"
         return f"Speed of light at {label}: not computed ({str(err).split(':')[0]})."
     lim, mem, comp = limit_seconds(s, r)
+    names = r["bandwidth"].name + (f" and {r[s.precision].name}" if s.precision else "")
+    if zh:
+        return (f"{label} 在这张 {card.upper()} 上的光速极限：{lim * 1e6:.1f} µs（受{'内存' if mem >= comp else '计算'}"
+                f"限制，取自已存储的 {card.upper()} 运行的 {names.replace(' and ', ' 和 ')}）；你的核函数用时 "
+                f"{seconds * 1e6:.1f} µs：达到极限的 {fraction(lim, seconds):.3f}。")
     return (f"Speed of light at {label} on this {card.upper()}: {lim * 1e6:.1f} µs ("
-            f"{'memory' if mem >= comp else 'compute'}-bound, from the stored {card.upper()} run's "
-            f"{r['bandwidth'].name}{' and ' + r[s.precision].name if s.precision else ''}); your kernel took "
-            f"{seconds * 1e6:.1f} µs: {fraction(lim, seconds):.3f} of the limit.")
+            f"{'memory' if mem >= comp else 'compute'}-bound, from the stored {card.upper()} run's {names}); your "
+            f"kernel took {seconds * 1e6:.1f} µs: {fraction(lim, seconds):.3f} of the limit.")

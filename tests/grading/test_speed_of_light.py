@@ -92,6 +92,9 @@ def test_note_gives_the_fraction_only_on_a_card_with_stored_rates() -> None:
     assert "0.250 of the limit" in said and "H200" in said and "ch02.gemm_tflops.fp32.n8192" in said
     assert "not computed" in sol.note("lab11.tiled", "2048³", 1e-3, device="NVIDIA H100 80GB HBM3")
     assert "not computed" in sol.note("lab11.tiled", "2048³", 1e-3, device="CPU (x86_64, 2 cores)")
+    zh = sol.note("lab11.tiled", "2048³", 4 * lim, device="NVIDIA H200", zh=True)
+    assert "达到极限的 0.250" in zh and "H200" in zh
+    assert "未计算" in sol.note("lab11.tiled", "2048³", 1e-3, device="NVIDIA H100 80GB HBM3", zh=True)
 
 
 def test_a_students_speed_check_reports_the_fraction(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -123,4 +126,4 @@ def test_lab13_shows_the_fraction_of_the_limit_per_shape(monkeypatch: pytest.Mon
     result = bench.Result(shapes, {("yours", sh): [1e-4] for sh in shapes})
     monkeypatch.setattr("helpers.device.device_label", lambda: "NVIDIA H200")
     said = bench.speed_of_light_notes(result)
-    assert len(said) == 3 and all("of the limit" in s for s in said)
+    assert len(said) == 6 and all("of the limit" in s for s in said[::2]) and all("达到极限的" in s for s in said[1::2])
