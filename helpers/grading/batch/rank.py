@@ -102,6 +102,7 @@ def judge(s: Submission, exercise: str, description: dict | str, notebook: list,
         return entry, []
     found = rank_guard.kernel_findings(functions(description), OUT_INDEX[exercise]) + notebook
     entry.flags = "; ".join(f.text() for f in found if not f.rejects)
+    entry.precheck = rank_guard.verdict(found)
     if any(f.rejects for f in found):
         entry.verdict = rank_guard.verdict(found)
     elif correct is not None and not correct(s, exercise):
@@ -157,7 +158,7 @@ def rank(paths: Sequence[str | Path], out: str | Path, *, grades: str | Path | N
                 say(f"{s.student} {ex}: {entry.verdict}")
                 entries.append(entry)
                 verdicts.append({"student": s.student, "exercise": ex, "verdict": entry.verdict,
-                                 "pre-check": rank_guard.verdict(signs),
+                                 "pre-check": entry.precheck or "no kernel to check",
                                  "findings": " | ".join(f.text() for f in signs), "submission": str(s.path)})
         write_csv(folder / "verdicts.csv", VERDICT_HEADER, verdicts, ".verdicts-")
         rank_board.write(folder, entries, card)

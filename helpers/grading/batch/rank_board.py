@@ -34,6 +34,7 @@ class Entry:
     flags: str = ""
     seconds: dict[str, float] = field(default_factory=dict)
     device: str = ""
+    precheck: str = ""  # the static pre-check's verdict: 'clean', 'flagged: …' or 'rejected: …'
 
 
 def fractions(e: Entry, limits: dict[str, float]) -> dict[str, float]:

@@ -110,7 +110,8 @@ def cheat_verdicts(entries: list) -> list[dict]:
     for fam, cheat in CHEATS.items():
         mine = [e for e in entries if e.student == f"cheat_{fam}"]
         out.append({"family": fam, "expected": cheat.expect, "planted": cheat.code,
-                    "kernels": {e.exercise: {"verdict": e.verdict, "flags": e.flags} for e in mine}})
+                    "kernels": {e.exercise: {"pre-check": e.precheck, "verdict": e.verdict, "flags": e.flags}
+                                for e in mine}})
     return out
 
 

@@ -181,7 +181,7 @@ def test_the_planted_submissions_end_to_end_without_a_gpu(tmp_path: Path) -> Non
     assert cheats["vendor"]["kernels"]["lab11.naive"]["verdict"] == "rejected: vendor"
     assert cheats["cache"]["kernels"]["lab11.naive"]["verdict"] == "rejected: cache"
     for fam in ("timer", "stream", "graph"):
-        assert all(fam in k["flags"] for k in cheats[fam]["kernels"].values())
+        assert all(fam in k["flags"] and k["pre-check"].startswith("flagged") for k in cheats[fam]["kernels"].values())
     rows = list(csv.DictReader((tmp_path / "p" / "rank" / "verdicts.csv").open(encoding="utf-8")))
     official = [r for r in rows if r["student"] == "official"]
     assert len(official) == 6 and all(r["verdict"] == NOT_TIMED and r["pre-check"] == "clean" for r in official)
