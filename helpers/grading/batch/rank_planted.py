@@ -6,7 +6,9 @@ planted notebooks, the leaderboard and each cheat's verdict under DIR:
     python -m helpers.grading.batch.rank_planted --out DIR [--card h200] [--runs 5]
 
 (DIR/submissions/ the planted notebooks, DIR/rank/ rank's output: limits.csv, verdicts.csv, leaderboard.csv and
-leaderboard.html; DIR/cheats.json each cheat's family, what was planted, and the verdict it got.)
+leaderboard.html; DIR/cheats.json each cheat's family, what was planted, what should catch it, and the verdicts it
+got.) One cheat passes the pre-check on purpose: ``cache_by_shape`` computes only the checks' small shapes, and
+only the timing's fresh inputs at the ranked shapes, on a GPU, reject it.
 
 Serves: instructors (ranking of labs 11, 12 and 13; its tests and its GPU run).
 """
@@ -33,6 +35,7 @@ class Cheat:
     grade_id: str | None
     code: str
     expect: str  # 'rejected' or 'flagged'
+    caught_by: str = "pre-check"  # or 're-check on a GPU': the timing's fresh inputs at the ranked shapes
 
 
 CHEATS = {
@@ -61,6 +64,18 @@ CHEATS = {
         "@cuda.jit\n"
         "def gemm_naive(a, b, c):\n"
         "    c[:, :] = a @ b  # the library's matmul as the kernel\n"), "rejected"),
+    "cache_by_shape": Cheat("cache", LAB11, "lab11-naive_code", (
+        "@cuda.jit\n"
+        "def gemm_naive(a, b, c):\n"
+        "    col = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x\n"
+        "    row = cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y\n"
+        "    if a.shape[0] > 64:  # only the checks' small shapes are computed; a big one keeps what c holds\n"
+        "        return\n"
+        "    if row < c.shape[0] and col < c.shape[1]:\n"
+        "        acc = float32(0)\n"
+        "        for k in range(a.shape[1]):\n"
+        "            acc += a[row, k] * b[k, col]\n"
+        "        c[row, col] = acc\n"), "rejected", "re-check on a GPU"),
     "graph": Cheat("graph", LAB11, None, (
         "import torch\n"
         "g = torch.cuda.CUDAGraph()\n"
@@ -107,9 +122,10 @@ def write_submissions(folder: Path, solutions: Path | None = None) -> list[Path]
 def cheat_verdicts(entries: list) -> list[dict]:
     """Each cheat's family, what it should get, and the verdicts and flags its kernels got."""
     out = []
-    for fam, cheat in CHEATS.items():
+    for fam, cheat in CHEATS.items():  # fam: the cheat's name (its family, or a second cheat of one)
         mine = [e for e in entries if e.student == f"cheat_{fam}"]
-        out.append({"family": fam, "expected": cheat.expect, "planted": cheat.code,
+        out.append({"cheat": fam, "family": cheat.family, "expected": cheat.expect, "caught_by": cheat.caught_by,
+                    "planted": cheat.code,
                     "kernels": {e.exercise: {"pre-check": e.precheck, "verdict": e.verdict, "flags": e.flags}
                                 for e in mine}})
     return out

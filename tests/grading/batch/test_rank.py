@@ -176,7 +176,7 @@ def test_the_gpu_path_ranks_what_the_timing_process_returns(tmp_path: Path, monk
 
 def test_the_planted_submissions_end_to_end_without_a_gpu(tmp_path: Path) -> None:
     assert rank_planted.main(["--out", str(tmp_path / "p")]) == 0
-    cheats = {c["family"]: c for c in json.loads((tmp_path / "p" / "cheats.json").read_text(encoding="utf-8"))}
+    cheats = {c["cheat"]: c for c in json.loads((tmp_path / "p" / "cheats.json").read_text(encoding="utf-8"))}
     assert set(cheats) == set(rank_planted.CHEATS)
     assert cheats["vendor"]["kernels"]["lab11.naive"]["verdict"] == "rejected: vendor"
     assert cheats["cache"]["kernels"]["lab11.naive"]["verdict"] == "rejected: cache"
@@ -185,7 +185,11 @@ def test_the_planted_submissions_end_to_end_without_a_gpu(tmp_path: Path) -> Non
     rows = list(csv.DictReader((tmp_path / "p" / "rank" / "verdicts.csv").open(encoding="utf-8")))
     official = [r for r in rows if r["student"] == "official"]
     assert len(official) == 6 and all(r["verdict"] == NOT_TIMED and r["pre-check"] == "clean" for r in official)
+    by_shape = cheats["cache_by_shape"]["kernels"]["lab11.naive"]
+    assert by_shape["pre-check"] == "clean" and by_shape["verdict"] == NOT_TIMED  # only a GPU's shapes catch it
     for fam, cheat in rank_planted.CHEATS.items():
+        if cheat.caught_by != "pre-check":
+            continue
         assert any(r["pre-check"].startswith(cheat.expect) and fam in r["pre-check"]
                    for r in rows if r["student"] == f"cheat_{fam}")
 
@@ -221,6 +225,18 @@ def test_the_gpu_timing_procedure_runs_in_the_simulator() -> None:
     wrong = _naive("    c[0, 0] = 1\n")
     bad = rank_gpu.time_kernel(wrong, "lab11.naive", runs=2, shapes=shapes, device="sim", flush_bytes=1024)
     assert bad["verdict"].startswith("rejected: tiny:") and "outputs wrong" in bad["verdict"]
+
+
+def test_the_shape_cheat_is_caught_by_fresh_inputs_at_a_larger_shape() -> None:
+    from helpers.grading.batch import rank_gpu
+
+    code = rank_planted.CHEATS["cache_by_shape"].code
+    cells = ["from numba import cuda, float32\n", code, "check('lab11.naive', gemm_naive)"]
+    d = kernels(read_cells(Path("x.ipynb"), cells), ["lab11.naive"])["lab11.naive"]
+    assert isinstance(d, dict) and recheck(d, "lab11.naive") is None  # the simulator's small shape passes
+    got = rank_gpu.time_kernel(d, "lab11.naive", runs=1, shapes=[("65×8×8", (65, 8, 8))], device="sim",
+                               flush_bytes=1024)
+    assert got["verdict"].startswith("rejected: 65×8×8:") and "outputs wrong" in got["verdict"]
 
 
 def test_a_timing_process_that_fails_rejects_with_its_last_line() -> None:
