@@ -1,5 +1,6 @@
 """The check engine every lab runs: exercises, the students' instant check(), hint() and ready(), the traced-kernel
-runner (``traced``) and the GPU speed checks (``kernel_perf``). The instructors' batch grader and authoring tools
+runner (``traced``), the GPU speed checks (``kernel_perf``) and the kernel labs' speed-of-light limits
+(``speed_of_light``). The instructors' batch grader, its kernel ranking (``batch.rank``) and authoring tools
 are ``helpers.grading.batch``; each lab's own code is ``helpers.labs.labNN_<topic>``.
 
 Serves: the labs (self-checks) and instructors (through helpers.grading.batch).

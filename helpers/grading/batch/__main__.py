@@ -3,6 +3,7 @@
     python -m helpers.grading.batch generate [--force]                labs/ and the visible cases from solutions/
     python -m helpers.grading.batch grade SUBMISSIONS... --out DIR    grade notebooks or folders (--help for options)
     python -m helpers.grading.batch release [--out DIR]               what students receive, as a folder and a .tar.gz
+    python -m helpers.grading.batch rank SUBMISSIONS... --out DIR     labs 11-13's kernels against the speed of light
 
 generate writes this course's generated files only (labs/NAME.ipynb for each solutions/NAME.ipynb, and each
 lab's visible.json), whatever the working folder; a lab that changed since it wrote it is refused unless
@@ -57,7 +58,8 @@ def _release(argv: list[str]) -> int:
     return 0
 
 
-VERBS = {"generate": _generate, "grade": _grade, "release": _release}
+VERBS = {"generate": _generate, "grade": _grade, "release": _release,
+         "rank": lambda argv: __import__("helpers.grading.batch.rank", fromlist=["main"]).main(argv)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from helpers.grading import kernel_compile, kernel_perf, traced
+from helpers.grading import kernel_compile, kernel_perf, speed_of_light, traced
 from helpers.grading.compare import BadAnswer, compare_arrays
 from helpers.grading.kernel_source import describe
 from helpers.grading.traced import Run, decode, launch, race_free, reads_only, values
@@ -139,6 +139,11 @@ def compare_dp4a(got: Any, expected: np.ndarray) -> None:
             f"mask and give bytes of 128..255 their negative value. With 64-bit integers: {err}") from None
 
 
+def _light(exercise: str) -> Any:
+    """The sentence of the speed check: your fraction of this card's speed-of-light limit at GPU_N³."""
+    return lambda seconds: speed_of_light.note(exercise, f"{GPU_N}³", seconds)
+
+
 def _fp32_device(n: int) -> tuple[Any, Any, Any]:
     """GPU arrays a, b (n x n, integer-valued float32) and c."""
     from numba import cuda
@@ -153,7 +158,8 @@ def perf_naive(fn: Any) -> tuple[float, float, str]:
     a, b, c = _fp32_device(GPU_N)
     blocks, threads = gemm.naive_grid(GPU_N, GPU_N)
     return kernel_perf.perf_ratio(lambda: fn[blocks, threads](a, b, c),
-                                  lambda: gemm.gemm_naive[blocks, threads](a, b, c), 0.8, f"{GPU_N}³ FP32 GEMM")
+                                  lambda: gemm.gemm_naive[blocks, threads](a, b, c), 0.8, f"{GPU_N}³ FP32 GEMM",
+                                  _light("lab11.naive"))
 
 
 def perf_tiled(fn: Any) -> tuple[float, float, str]:
@@ -162,7 +168,7 @@ def perf_tiled(fn: Any) -> tuple[float, float, str]:
     blocks, threads = gemm.tiled_grid(GPU_N, GPU_N, GPU_TILE)
     mine, ref = pytwin.gpu_kernel(fn, TILE=GPU_TILE), gemm.tiled(GPU_TILE)
     return kernel_perf.perf_ratio(lambda: mine[blocks, threads](a, b, c), lambda: ref[blocks, threads](a, b, c),
-                                  0.8, f"{GPU_N}³ FP32 GEMM, TILE = {GPU_TILE}")
+                                  0.8, f"{GPU_N}³ FP32 GEMM, TILE = {GPU_TILE}", _light("lab11.tiled"))
 
 
 def perf_int8(fn: Any) -> tuple[float, float, str]:
@@ -176,7 +182,7 @@ def perf_int8(fn: Any) -> tuple[float, float, str]:
     mine, ref = pytwin.gpu_kernel(fn, TILE=GPU_TILE), gemm.tiled_int8(GPU_TILE)
     return kernel_perf.perf_ratio(lambda: mine[blocks, threads](a4, b4, out, m0d, sd, zp),
                                   lambda: ref[blocks, threads](a4, b4, out, m0d, sd, zp), 0.8,
-                                  f"{GPU_N}³ INT8 GEMM, TILE = {GPU_TILE}")
+                                  f"{GPU_N}³ INT8 GEMM, TILE = {GPU_TILE}", _light("lab11.int8"))
 
 
 KINDS = {"naive": "naive (yours)", "tiled": "tiled (yours)", "int8_t": "INT8 (yours)", "dp4a_cu": "dp4a.cu",

@@ -247,7 +247,21 @@ def measure_and_show(gemv: Any) -> dict[str, float]:
     ratios = record(result)
     tables.show(rows(result), caption="Batch-1 W4A16 GEMV, measured now: medians of interleaved rounds (your "
                                       "kernel's outputs checked exact first)")
+    speed_of_light_notes(result)
     return ratios
+
+
+def speed_of_light_notes(result: Result) -> list[str]:
+    """Print and return your kernel's fraction of this card's speed-of-light limit at each ranked shape (each
+    sentence, then its 中文 twin)."""
+    from helpers.grading import speed_of_light
+
+    ranked = {s.label for s in speed_of_light.target("lab13.gemv").shapes}
+    said = [speed_of_light.note("lab13.gemv", f"{n}×{k}", result.median("yours", (n, k)), zh=zh)
+            for n, k in result.shapes if f"{n}×{k}" in ranked for zh in (False, True)]
+    for line in said:
+        print(line)
+    return said
 
 
 def _solution() -> Any:
