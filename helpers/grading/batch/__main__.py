@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
             print(__doc__)
             return 0
         if args[0] not in VERBS:
-            raise InputError(f"unknown command {args[0]!r}: use generate, grade or release. See: {PROG} --help")
+            raise InputError(f"unknown command {args[0]!r}: use {', '.join(VERBS)}. See: {PROG} --help")
         return VERBS[args[0]](args[1:])
 
     return cli.run(dispatch, argv)
