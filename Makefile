@@ -66,7 +66,7 @@ test:
 	$(PY) -m helpers.tools.suite_time "$$start" $(ARTIFACTS)/suite_time.json
 
 unit: setup
-	$(PY) -m pytest tests -m "not browser" -q -n 2 --dist loadfile
+	$(PY) -m pytest tests -m "not browser" -q -n 2 --dist loadfile --durations=15
 
 ## Every notebook and solution under nbval; tests/support/nbval_guard.py also fails cells that run > 10 s without a
 ## progress bar and figures with problems (helpers.figure_check); nothing may be left in nbval's private TMPDIR.
