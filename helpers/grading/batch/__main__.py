@@ -57,7 +57,14 @@ def _release(argv: list[str]) -> int:
     return 0
 
 
-VERBS = {"generate": _generate, "grade": _grade, "release": _release}
+def _hub(argv: list[str]) -> int:
+    """hub serve|release|collect|return ... (teaching on JupyterHub: helpers.grading.batch.hub)."""
+    from helpers.grading.batch.hub import main as hub_main
+
+    return hub_main(argv)
+
+
+VERBS = {"generate": _generate, "grade": _grade, "release": _release, "hub": _hub}
 
 
 def main(argv: list[str] | None = None) -> int:
