@@ -108,6 +108,9 @@ class Hub:
     url: str
     folder: Path
     log: Path
+    tmp: Path  # the hub's TMPDIR: empty again after it stopped
+    proxy_pid: int | None = None
+    exit_code: int | None = None
 
     def tail(self, lines: int = 40) -> str:
         """The last lines of the hub's log."""
@@ -127,25 +130,43 @@ def instructor(*args: str | Path) -> str:
 def running_hub(students: list[str], instructors: list[str], cache: Path, log: Path,
                 timeout: float = 60.0) -> Iterator[Hub]:
     """`hub serve` on 127.0.0.1 with a temporary hub folder; stopped with SIGINT (Ctrl-C) on exit."""
-    folder = Path(tempfile.mkdtemp(prefix="course-hub-"))
+    folder, tmp = Path(tempfile.mkdtemp(prefix="course-hub-")), Path(tempfile.mkdtemp(prefix="course-hub-tmp-"))
     port = free_port()
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w") as out:
         proc = subprocess.Popen([sys.executable, "-m", "helpers.grading.batch", "hub", "serve",
                                  "--students", ",".join(students), "--instructors", ",".join(instructors),
                                  "--hub", str(folder), "--port", str(port), "--cache", str(cache)],
-                                cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    running = Hub(proc, f"http://127.0.0.1:{port}", folder, log)
+                                cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                env={**os.environ, "TMPDIR": str(tmp)})
+    running = Hub(proc, f"http://127.0.0.1:{port}", folder, log, tmp)
     try:
         deadline = time.monotonic() + timeout
         while not _up(running):
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"the hub did not start (exit {proc.poll()}):\n{running.tail()}")
             time.sleep(0.3)
+        running.proxy_pid = int((folder / "state" / "jupyterhub-proxy.pid").read_text())
         yield running
     finally:
-        stop(proc)
+        running.exit_code = stop(proc)
         subprocess.run(["rm", "-rf", str(folder)])
+
+
+def alive(pid: int | None) -> bool:
+    """True while process `pid` exists (and is not a zombie)."""
+    if pid is None:
+        return False
+    try:
+        return "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
+    except OSError:
+        return False
+
+
+def processes_of(user: str) -> list[str]:
+    """The command lines of the processes `user` still runs."""
+    done = subprocess.run(["pgrep", "-a", "-u", user], capture_output=True, text=True, env={"PATH": SBIN})
+    return done.stdout.splitlines()
 
 
 def _up(running: Hub) -> bool:

@@ -196,8 +196,10 @@ def _collect(argv: list[str]) -> int:
     ap.add_argument("--out", type=Path, required=True, help="a new or empty folder (then: grade DIR --out GRADES)")
     args = ap.parse_args(argv)
     hub_files.check_lab(args.lab, release.ROOT / "solutions")
+    instead = "a new or empty folder, e.g. --out submissions"
+    cli.check_output_dir(args.out, f"{PROG} collect", instead=instead)  # refused before anything else
     students = hub_files.accounts(args.students)
-    with cli.output_dir(args.out, f"{PROG} collect", instead="a new or empty folder, e.g. --out submissions"):
+    with cli.output_dir(args.out, f"{PROG} collect", instead=instead):
         report = hub_files.collect(args.lab, students, args.out)
     print("\n".join(report))
     print(f"next: python -m helpers.grading.batch grade {args.out} --out GRADES")
