@@ -19,6 +19,7 @@ Serves: instructors (teaching on JupyterHub).
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import stat
@@ -180,22 +181,28 @@ def _serve(argv: list[str]) -> int:
     return 0  # not reached
 
 
+def _lab_args(verb: str, what: str, argv: list[str], **folders: str) -> argparse.Namespace:
+    """Parse a lab verb's arguments (LAB, --students, --hub and the required folder options) and check the lab."""
+    ap = _parser(verb, what)
+    for name, text in folders.items():
+        ap.add_argument(f"--{name}", type=Path, required=True, help=text)
+    args = ap.parse_args(argv)
+    hub_files.check_lab(args.lab, release.ROOT / "solutions")
+    return args
+
+
 def _release(argv: list[str]) -> int:
     """release LAB: the student notebook of LAB into each home."""
-    args = _parser("release", "copy a lab into the students' homes (~/labs/LAB.ipynb)").parse_args(argv)
-    hub_files.check_lab(args.lab, release.ROOT / "solutions")
-    students = hub_files.accounts(args.students)
-    for line in hub_files.release(release.ROOT / "labs" / f"{args.lab}.ipynb", students, _root_only(args.hub / STATE)):
-        print(line)
+    args = _lab_args("release", "copy a lab into the students' homes (~/labs/LAB.ipynb)", argv)
+    notebook = release.ROOT / "labs" / f"{args.lab}.ipynb"
+    print("\n".join(hub_files.release(notebook, hub_files.accounts(args.students), _root_only(args.hub / STATE))))
     return 0
 
 
 def _collect(argv: list[str]) -> int:
     """collect LAB --out DIR: each student's saved notebook into DIR/<student>/LAB.ipynb."""
-    ap = _parser("collect", "copy the students' saved labs into the grader's folder layout")
-    ap.add_argument("--out", type=Path, required=True, help="a new or empty folder (then: grade DIR --out GRADES)")
-    args = ap.parse_args(argv)
-    hub_files.check_lab(args.lab, release.ROOT / "solutions")
+    args = _lab_args("collect", "copy the students' saved labs into the grader's folder layout", argv,
+                     out="a new or empty folder (then: grade DIR --out GRADES)")
     instead = "a new or empty folder, e.g. --out submissions"
     cli.check_output_dir(args.out, f"{PROG} collect", instead=instead)  # refused before anything else
     students = hub_files.accounts(args.students)
@@ -208,13 +215,10 @@ def _collect(argv: list[str]) -> int:
 
 def _return(argv: list[str]) -> int:
     """return LAB --grades DIR: each student's feedback file into their home."""
-    ap = _parser("return", "copy each student's feedback into their home (~/feedback/LAB.md)")
-    ap.add_argument("--grades", type=Path, required=True, help="the --out folder of the grade command")
-    args = ap.parse_args(argv)
-    hub_files.check_lab(args.lab, release.ROOT / "solutions")
+    args = _lab_args("return", "copy each student's feedback into their home (~/feedback/LAB.md)", argv,
+                     grades="the --out folder of the grade command")
     students = hub_files.accounts(args.students)
-    for line in hub_files.give_back(args.lab, students, args.grades, _root_only(args.hub / STATE)):
-        print(line)
+    print("\n".join(hub_files.give_back(args.lab, students, args.grades, _root_only(args.hub / STATE))))
     return 0
 
 
