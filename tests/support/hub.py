@@ -40,7 +40,7 @@ def missing_tools() -> str | None:
     """Why the hub test cannot run here (not root, no useradd/setfacl/runuser, no proxy), or None."""
     if os.geteuid() != 0:
         return "needs root (it creates system users for the students)"
-    for tool in ("useradd", "userdel", "chpasswd", "setfacl", "runuser"):
+    for tool in ("useradd", "userdel", "chpasswd", "setfacl", "runuser", "pgrep", "pkill"):
         if not any(Path(d, tool).exists() for d in SBIN.split(":")):
             return f"{tool} is missing (make browser-deps installs it)"
     if not hub.PROXY.exists():
@@ -56,9 +56,10 @@ class ClassUsers:
     acl: list[Path] = field(default_factory=list)
 
 
-def _closed_above(path: Path) -> list[Path]:
-    """Folders above `path` (resolved) that other users cannot pass through."""
-    return [d for d in reversed(Path(os.path.realpath(path)).parents) if not os.stat(d).st_mode & stat.S_IXOTH]
+def _closed_above(*paths: Path) -> list[Path]:
+    """Folders above the `paths` (as given and resolved) that other users cannot pass through."""
+    above = {d for p in paths for q in (Path(os.path.abspath(p)), Path(os.path.realpath(p))) for d in q.parents}
+    return sorted(d for d in above if not os.stat(d).st_mode & stat.S_IXOTH)
 
 
 @contextlib.contextmanager
@@ -74,7 +75,7 @@ def class_users(roles: list[str]) -> Iterator[ClassUsers]:
             os.chmod(Path("~" + name).expanduser(), 0o700)
             _run("chpasswd", data=f"{name}:{password}\n")
         grants = ",".join(f"u:{n}:x" for n in users.passwords)
-        for folder in _closed_above(Path(sys.executable)):
+        for folder in _closed_above(Path(sys.executable), Path(sys.prefix) / "bin" / "jupyterhub-singleuser"):
             _run("setfacl", "-m", grants, str(folder))
             users.acl.append(folder)
         yield users

@@ -108,8 +108,8 @@ def protect(root: Path = release.ROOT) -> list[tuple[Path, int]]:
 
 
 def closed_folder(path: Path) -> Path | None:
-    """The first folder above `path` (resolved) that other users cannot pass through, or None."""
-    for folder in reversed(Path(os.path.realpath(path)).parents):
+    """The first folder above `path` (as given, then resolved) that other users cannot pass through, or None."""
+    for folder in [*reversed(Path(os.path.abspath(path)).parents), *reversed(Path(os.path.realpath(path)).parents)]:
         if not os.stat(folder).st_mode & stat.S_IXOTH and not _acl_allows(folder):
             return folder
     return None
@@ -131,7 +131,8 @@ def check_reachable(student: str, hub: Path) -> None:
                           env=env, capture_output=True, text=True, timeout=60, cwd="/")
     if done.returncode == 0:
         return
-    blocked = closed_folder(Path(sys.executable)) or closed_folder(hub / COURSE)
+    blocked = (closed_folder(Path(sys.prefix) / "bin") or closed_folder(Path(sys.executable))
+               or closed_folder(hub / COURSE))
     where = (f"{blocked} is closed to other users. Let students pass through it: setfacl -m u:{student}:x {blocked} "
              f"(or chmod o+x {blocked}), or install the course where all users can reach it"
              if blocked else f"it failed: {(done.stderr or done.stdout).strip().splitlines()[-1:]}")

@@ -142,3 +142,24 @@ def test_setup_copies_the_release_without_keys_and_protect_closes_the_checkout(t
     assert stat.S_IMODE((checkout / "solutions").stat().st_mode) == 0o700
     assert stat.S_IMODE((checkout / "README.md").stat().st_mode) == 0o600
     assert hub.protect(checkout) == []
+
+
+def test_serve_refuses_without_root_and_with_open_homes(homes, monkeypatch, capsys) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert main(["hub", "serve", "--students", "ann"]) == 2
+    assert "needs root" in capsys.readouterr().err
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(hub_files, "accounts", lambda names: homes)
+    os.chmod(homes[0].home, 0o755)
+    assert main(["hub", "serve", "--students", "ann,ben"]) == 2
+    assert f"chmod 700 {homes[0].home}" in capsys.readouterr().err
+
+
+def test_a_closed_folder_above_pythons_path_is_named(tmp_path: Path) -> None:
+    inner = tmp_path / "closed" / "venv" / "bin"
+    inner.mkdir(parents=True)
+    os.chmod(tmp_path / "closed", 0o700)
+    first = hub.closed_folder(inner / "python")  # the closed one, or a closed folder above tmp_path
+    assert first == tmp_path / "closed" or first in tmp_path.parents
+    os.chmod(tmp_path / "closed", 0o711)
+    assert hub.closed_folder(inner / "python") != tmp_path / "closed"
