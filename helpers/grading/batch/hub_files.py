@@ -24,6 +24,7 @@ import json
 import os
 import pwd
 import re
+import secrets
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -155,6 +156,14 @@ def _read(folder: int, name: str) -> bytes | None:
 def _write(account: Account, sub: str, name: str, data: bytes, ledger: Ledger) -> str:
     """Write home/<sub>/<name> as the student's file unless someone else's is there; say what happened."""
     path = account.home / sub / name
+    try:
+        return _write_in(account, sub, name, data, ledger, path)
+    except InputError as exc:
+        return f"skipped {account.name}: {exc}"
+
+
+def _write_in(account: Account, sub: str, name: str, data: bytes, ledger: Ledger, path: Path) -> str:
+    """_write's work, once home/<sub> is known to be the student's own folder (else InputError)."""
     with _folder(account, sub, create=True) as folder:
         assert folder is not None
         try:
@@ -165,9 +174,7 @@ def _write(account: Account, sub: str, name: str, data: bytes, ledger: Ledger) -
             return f"kept {path}: the student's own file (written or changed by them)"
         if old == data:
             return f"unchanged {path}"
-        tmp = f".{name}.partial"
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp, dir_fd=folder)
+        tmp = f".{name}.{secrets.token_hex(6)}.partial"  # a new name: nothing of the student's is touched
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600, dir_fd=folder)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
