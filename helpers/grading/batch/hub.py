@@ -74,6 +74,10 @@ def setup(hub: Path, cache: Path | None = None) -> Path:
     hub = Path(hub)
     if hub.exists() and not hub.is_dir():
         raise InputError(f"{hub} is a file. Pass a folder for the hub, e.g. --hub {DEFAULT_HUB}.")
+    foreign = sorted(p.name for p in hub.iterdir() if p.name not in (COURSE, CACHE, STATE)) if hub.is_dir() else []
+    if foreign:
+        raise InputError(f"{hub} holds other things ({', '.join(foreign[:3])}); the hub writes only into a new, "
+                         f"empty or earlier hub folder. Pass another --hub, e.g. --hub {DEFAULT_HUB}.")
     hub.mkdir(parents=True, exist_ok=True)
     os.chmod(hub, 0o755)
     course = hub / COURSE

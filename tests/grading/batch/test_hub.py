@@ -163,3 +163,11 @@ def test_a_closed_folder_above_pythons_path_is_named(tmp_path: Path) -> None:
     assert first == tmp_path / "closed" or first in tmp_path.parents
     os.chmod(tmp_path / "closed", 0o711)
     assert hub.closed_folder(inner / "python") != tmp_path / "closed"
+
+
+def test_setup_refuses_a_folder_that_is_not_a_hubs(tmp_path: Path) -> None:
+    (tmp_path / "photos").mkdir()
+    os.chmod(tmp_path, 0o700)
+    with pytest.raises(InputError, match="holds other things"):
+        hub.setup(tmp_path)
+    assert stat.S_IMODE(tmp_path.stat().st_mode) == 0o700
