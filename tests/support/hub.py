@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from helpers.grading.batch import hub
 from tests.support.browser import REPO, free_port, http_get
@@ -192,9 +193,11 @@ def stop(proc: subprocess.Popen, timeout: float = 20.0) -> int:
     return int(proc.returncode)
 
 
-def log_in(page: Any, url: str, user: str, password: str, wait: bool = True) -> None:
-    """Log in on the hub's page as a person does (the hub starts their server); with `wait`, until JupyterLab is up."""
-    page.goto(f"{url}/hub/login", wait_until="domcontentloaded")
+def log_in(page: Any, url: str, user: str, password: str, wait: bool = True, then: str = "") -> None:
+    """Log in on the hub's page as a person does (the hub starts their server), then go to `then` (a path in
+    their JupyterLab, e.g. lab/tree/x.ipynb); with `wait`, until JupyterLab is up."""
+    after = "/hub/spawn?next=" + quote(f"/user/{user}/{then}") if then else ""  # the hub starts it, then goes on
+    page.goto(f"{url}/hub/login" + (f"?next={quote(after)}" if after else ""), wait_until="domcontentloaded")
     page.fill("#username_input", user)
     page.fill("#password_input", password)
     page.click("#login_submit", no_wait_after=not wait)

@@ -55,19 +55,23 @@ print('PROBE' + json.dumps(dict(
 """
 
 
-def _probe(page, hub, user: str, other_lab: Path) -> dict:
-    """Run PROBE in a notebook of `user`'s own JupyterLab (made through its contents API); return what it found."""
+def write_probe(hub, home: Path, owner: str, other_lab: Path) -> str:
+    """Put a notebook running PROBE into the student's home (theirs, private); return its name."""
     source = PROBE.format(other=str(other_lab), state=str(hub.folder / "state" / "jupyterhub.sqlite"),
                           key=str(REPO / "helpers" / "labs" / LAB / "key.py"),
                           solution=str(REPO / "solutions" / f"{LAB}.ipynb"))
     nb = {"cells": [{"cell_type": "code", "metadata": {}, "source": source, "outputs": [], "execution_count": None}],
           "metadata": {"kernelspec": {"name": "gpu-int8-course", "display_name": "GPU INT8 course",
                                       "language": "python"}}, "nbformat": 4, "nbformat_minor": 5}
-    xsrf = next(c["value"] for c in page.context.cookies() if c["name"] == "_xsrf")
-    resp = page.request.put(f"{hub.url}/user/{user}/api/contents/probe.ipynb", headers={"X-XSRFToken": xsrf},
-                            data=json.dumps({"type": "notebook", "content": nb}))
-    assert resp.ok, resp.text()
-    page.goto(f"{hub.url}/user/{user}/lab/tree/probe.ipynb", wait_until="domcontentloaded")
+    path = home / "probe.ipynb"
+    path.write_text(json.dumps(nb))
+    shutil.chown(path, owner)
+    path.chmod(0o600)
+    return path.name
+
+
+def read_probe(page) -> dict:
+    """Run the probe notebook open in the page; return what it found."""
     from tests.support import browser
 
     browser.wait_kernel_idle(page)
@@ -119,24 +123,25 @@ def test_class_on_the_hub() -> None:
 
                 # All three log in; the hub starts their servers while Ann works.
                 pages = {}
+                probe = write_probe(hub, homes[ann], ann, homes[ben] / lab_file)
                 for name in (ann, ben, teacher):
                     pages[name] = chromium.new_context(viewport={"width": 1400, "height": 1000}).new_page()
                     pages[name].set_default_timeout(60_000)
-                    hubtest.log_in(pages[name], hub.url, name, users.passwords[name], wait=False)
+                    hubtest.log_in(pages[name], hub.url, name, users.passwords[name], wait=False,
+                                   then=f"lab/tree/{probe}" if name == ann else "")
                 page, ben_page, t_page = pages[ann], pages[ben], pages[teacher]
                 mark("logged in")
 
                 # Ann: her kernel sees the release and the cache, nothing of Ben's or the keys; she solves lab 0.
                 hubtest.wait_lab(page, ann)
                 mark("Ann's lab")
-                found = _probe(page, hub, ann, homes[ben] / lab_file)
+                found = read_probe(page)
                 mark("probe ran")
                 assert found["package"].startswith(str(hub.folder / "course")), found
                 assert found["cache"] == str(hub.folder / "cache") and found["cache_file"], found
                 assert not (found["keys_in_release"] or found["other_home"] or found["key"]
                             or found["solution"] or found["state"]), found
-                page.goto(f"{hub.url}/user/{ann}/lab/tree/{lab_file}", wait_until="domcontentloaded")
-                browser.wait_kernel_idle(page)
+                browser.file_browser_open(page, lab_file)  # in her JupyterLab, as she would
                 for index, source in answers().items():
                     browser.set_cell_source(page, index, source)
                 page.keyboard.press("Control+s")
@@ -174,7 +179,8 @@ def test_class_on_the_hub() -> None:
                 mark("feedback seen")
                 hubtest.wait_lab(t_page, teacher)
                 t_page.goto(f"{hub.url}/user/{teacher}/lab/tree/grades/gradebook.csv", wait_until="domcontentloaded")
-                t_page.locator(".jp-CSVViewer, .jp-FileEditor").first.wait_for()
+                t_page.locator(".jp-CSVViewer .lm-DataGrid").first.wait_for()
+                t_page.wait_for_function("() => !document.querySelector('.jp-MainAreaWidget .jp-Spinner')")
                 browser.screenshot(t_page, "hub-gradebook")
                 served = t_page.request.get(f"{hub.url}/user/{teacher}/files/grades/gradebook.csv").text()
                 assert list(csv.DictReader(served.splitlines())) == list(rows.values()), served
