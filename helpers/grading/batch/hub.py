@@ -174,8 +174,10 @@ def _serve(argv: list[str]) -> int:
     from helpers import session
 
     setup(args.hub, args.cache or session.cache_dir())
-    for path, _ in protect():
-        print(f"closed {path} to other users (students read the release in {args.hub / COURSE})")
+    closed = protect()
+    if closed:
+        print(f"closed {len(closed)} entries of the course folder ({', '.join(p.name for p, _ in closed[:4])}, ...) "
+              f"to other users: students read the release in {args.hub / COURSE}")
     check_reachable(students[0], args.hub)
     ports = (args.port, args.port + 1, args.port + 2)
     print(f"JupyterHub on http://{args.ip}:{args.port} for {', '.join(students)} "
