@@ -209,3 +209,21 @@ def wait_lab(page: Any, user: str) -> None:
     """Wait until the page shows the user's own JupyterLab (after the hub's spawn-pending page)."""
     page.wait_for_url(f"**/user/{user}/lab**", timeout=90_000)
     page.locator(".jp-LabShell").wait_for(timeout=90_000)
+
+
+@contextlib.contextmanager
+def explained(running: Hub, pages: dict[str, Any]) -> Iterator[None]:
+    """Turn a failure into an AssertionError with a screenshot of each user's page and the hub's log."""
+    from tests.support.browser import screenshot
+
+    try:
+        yield
+    except Exception as exc:  # noqa: BLE001 - Playwright timeouts, assertions, anything
+        shots = []
+        for user, page in pages.items():
+            try:
+                shots.append(str(screenshot(page, f"FAILED-hub-{user.split('_')[-1]}")))
+            except Exception as err:  # noqa: BLE001 - a broken page must not hide the real failure
+                shots.append(f"(no screenshot of {user}: {err})")
+        raise AssertionError(f"{type(exc).__name__}: {exc}\nScreenshots: {', '.join(shots)}\n"
+                             f"Hub log ({running.log}), last lines:\n{running.tail()}") from exc

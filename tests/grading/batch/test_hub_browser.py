@@ -117,74 +117,76 @@ def test_class_on_the_hub() -> None:
                 chromium = pw.chromium.launch(executable_path=chromium_path(), headless=True,
                                               args=list(browser.CHROMIUM_FLAGS))
                 mark("hub up")
-                hubtest.instructor("hub", "release", LAB, "--students", f"{ann},{ben}", "--hub", hub.folder)
-                lab_file = f"labs/{LAB}.ipynb"
-                assert (homes[ben] / lab_file).is_file()
+                pages: dict = {}
+                with hubtest.explained(hub, pages):
+                    hubtest.instructor("hub", "release", LAB, "--students", f"{ann},{ben}", "--hub", hub.folder)
+                    lab_file = f"labs/{LAB}.ipynb"
+                    assert (homes[ben] / lab_file).is_file()
 
-                # All three log in; the hub starts their servers while Ann works.
-                pages = {}
-                probe = write_probe(hub, homes[ann], ann, homes[ben] / lab_file)
-                for name in (ann, ben, teacher):
-                    pages[name] = chromium.new_context(viewport={"width": 1400, "height": 1000}).new_page()
-                    pages[name].set_default_timeout(60_000)
-                    hubtest.log_in(pages[name], hub.url, name, users.passwords[name], wait=False,
-                                   then=f"lab/tree/{probe}" if name == ann else "")
-                page, ben_page, t_page = pages[ann], pages[ben], pages[teacher]
-                mark("logged in")
+                    # All three log in; the hub starts their servers while Ann works.
+                    probe = write_probe(hub, homes[ann], ann, homes[ben] / lab_file)
+                    for name in (ann, ben, teacher):
+                        pages[name] = chromium.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+                        pages[name].set_default_timeout(60_000)
+                        hubtest.log_in(pages[name], hub.url, name, users.passwords[name], wait=False,
+                                       then=f"lab/tree/{probe}" if name == ann else "")
+                    page, ben_page, t_page = pages[ann], pages[ben], pages[teacher]
+                    mark("logged in")
 
-                # Ann: her kernel sees the release and the cache, nothing of Ben's or the keys; she solves lab 0.
-                hubtest.wait_lab(page, ann)
-                mark("Ann's lab")
-                found = read_probe(page)
-                mark("probe ran")
-                assert found["package"].startswith(str(hub.folder / "course")), found
-                assert found["cache"] == str(hub.folder / "cache") and found["cache_file"], found
-                assert not (found["keys_in_release"] or found["other_home"] or found["key"]
-                            or found["solution"] or found["state"]), found
-                browser.file_browser_open(page, lab_file)  # in her JupyterLab, as she would
-                for index, source in answers().items():
-                    browser.set_cell_source(page, index, source)
-                page.keyboard.press("Control+s")
-                deadline = time.monotonic() + 30
-                while "np.rint" not in (homes[ann] / lab_file).read_text() and time.monotonic() < deadline:
-                    time.sleep(0.3)
-                assert "np.rint" in (homes[ann] / lab_file).read_text(), "Ann's save never reached her home"
-                mark("Ann solved and saved")
+                    # Ann: her kernel sees the release and the cache, nothing of Ben's or the keys; she solves lab 0.
+                    hubtest.wait_lab(page, ann)
+                    mark("Ann's lab")
+                    found = read_probe(page)
+                    mark("probe ran")
+                    assert found["package"].startswith(str(hub.folder / "course")), found
+                    assert found["cache"] == str(hub.folder / "cache") and found["cache_file"], found
+                    assert not (found["keys_in_release"] or found["other_home"] or found["key"]
+                                or found["solution"] or found["state"]), found
+                    browser.file_browser_open(page, lab_file)  # in her JupyterLab, as she would
+                    for index, source in answers().items():
+                        browser.set_cell_source(page, index, source)
+                    page.keyboard.press("Control+s")
+                    deadline = time.monotonic() + 30
+                    while "np.rint" not in (homes[ann] / lab_file).read_text() and time.monotonic() < deadline:
+                        time.sleep(0.3)
+                    assert "np.rint" in (homes[ann] / lab_file).read_text(), "Ann's save never reached her home"
+                    mark("Ann solved and saved")
 
-                # The instructor collects, grades with the course grader, returns the feedback.
-                subs, grades = work / "submissions", homes[teacher] / "grades"
-                hubtest.instructor("hub", "collect", LAB, "--students", f"{ann},{ben}", "--out", subs)
-                hubtest.instructor("grade", subs, "--out", grades, "--jobs", "2")
-                mark("collected and graded")
-                shutil.chown(grades, teacher)
-                for p in grades.rglob("*"):
-                    shutil.chown(p, teacher)
-                back = hubtest.instructor("hub", "return", LAB, "--students", f"{ann},{ben}", "--grades", grades,
-                                          "--hub", hub.folder)
-                assert back.count("wrote") == 2, back
-                rows = {r["student"]: r for r in csv.DictReader((grades / "gradebook.csv").open())}
-                assert rows[ann]["status"] == rows[ben]["status"] == "graded", rows
-                assert float(rows[ann]["points"]) > float(rows[ben]["points"]) == 0, rows
+                    # The instructor collects, grades with the course grader, returns the feedback.
+                    subs, grades = work / "submissions", homes[teacher] / "grades"
+                    hubtest.instructor("hub", "collect", LAB, "--students", f"{ann},{ben}", "--out", subs)
+                    hubtest.instructor("grade", subs, "--out", grades, "--jobs", "2")
+                    mark("collected and graded")
+                    shutil.chown(grades, teacher)
+                    for p in grades.rglob("*"):
+                        shutil.chown(p, teacher)
+                    back = hubtest.instructor("hub", "return", LAB, "--students", f"{ann},{ben}", "--grades", grades,
+                                              "--hub", hub.folder)
+                    assert back.count("wrote") == 2, back
+                    rows = {r["student"]: r for r in csv.DictReader((grades / "gradebook.csv").open())}
+                    assert rows[ann]["status"] == rows[ben]["status"] == "graded", rows
+                    assert float(rows[ann]["points"]) > float(rows[ben]["points"]) == 0, rows
 
-                # Each student reads their own feedback in JupyterLab; Ben cannot reach Ann's server.
-                text = _open_text(page, hub.url, ann, f"feedback/{LAB}.md")
-                assert f"— {ann}" in text and "Score: **4" in text and ben not in text, text
-                hubtest.wait_lab(ben_page, ben)
-                text = _open_text(ben_page, hub.url, ben, f"feedback/{LAB}.md")
-                assert f"— {ben}" in text and "Score: **0" in text and ann not in text, text
-                stolen = ben_page.request.get(f"{hub.url}/user/{ann}/api/contents/{lab_file}", max_redirects=0)
-                assert stolen.status in (302, 403, 404), stolen.status
+                    # Each student reads their own feedback in JupyterLab; Ben cannot reach Ann's server.
+                    text = _open_text(page, hub.url, ann, f"feedback/{LAB}.md")
+                    assert f"— {ann}" in text and "Score: **4" in text and ben not in text, text
+                    hubtest.wait_lab(ben_page, ben)
+                    text = _open_text(ben_page, hub.url, ben, f"feedback/{LAB}.md")
+                    assert f"— {ben}" in text and "Score: **0" in text and ann not in text, text
+                    stolen = ben_page.request.get(f"{hub.url}/user/{ann}/api/contents/{lab_file}", max_redirects=0)
+                    assert stolen.status in (302, 403, 404), stolen.status
 
-                # The instructor opens the gradebook in their JupyterLab.
-                mark("feedback seen")
-                hubtest.wait_lab(t_page, teacher)
-                t_page.goto(f"{hub.url}/user/{teacher}/lab/tree/grades/gradebook.csv", wait_until="domcontentloaded")
-                t_page.locator(".jp-CSVViewer .lm-DataGrid").first.wait_for()
-                t_page.wait_for_function("() => !document.querySelector('.jp-MainAreaWidget .jp-Spinner')")
-                browser.screenshot(t_page, "hub-gradebook")
-                served = t_page.request.get(f"{hub.url}/user/{teacher}/files/grades/gradebook.csv").text()
-                assert list(csv.DictReader(served.splitlines())) == list(rows.values()), served
-                mark("gradebook seen")
+                    # The instructor opens the gradebook in their JupyterLab.
+                    mark("feedback seen")
+                    hubtest.wait_lab(t_page, teacher)
+                    t_page.goto(f"{hub.url}/user/{teacher}/lab/tree/grades/gradebook.csv",
+                                wait_until="domcontentloaded")
+                    t_page.locator(".jp-CSVViewer .lm-DataGrid").first.wait_for()
+                    t_page.wait_for_function("() => !document.querySelector('.jp-MainAreaWidget .jp-Spinner')")
+                    browser.screenshot(t_page, "hub-gradebook")
+                    served = t_page.request.get(f"{hub.url}/user/{teacher}/files/grades/gradebook.csv").text()
+                    assert list(csv.DictReader(served.splitlines())) == list(rows.values()), served
+                    mark("gradebook seen")
                 chromium.close()
             # Ctrl-C stopped the hub cleanly: its proxy and every user's server are gone, its TMPDIR is empty.
             assert hub.exit_code == 0, hub.tail()
