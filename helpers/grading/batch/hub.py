@@ -51,7 +51,8 @@ def _parser(verb: str, what: str, lab: bool = True) -> cli.Parser:
     if lab:
         ap.add_argument("lab", help="the lab's name, e.g. lab00_warmup_quantize")
     ap.add_argument("--students", type=_names, default=[], help="the students' system user names: alice,bob")
-    ap.add_argument("--hub", type=Path, default=DEFAULT_HUB, help=f"the hub's folder (default {DEFAULT_HUB})")
+    ap.add_argument("--hub", type=lambda t: Path(t).resolve(), default=DEFAULT_HUB,
+                    help=f"the hub's folder (default {DEFAULT_HUB})")
     return ap
 
 
