@@ -105,7 +105,11 @@ hub: hub-deps
 HUB_PROXY := $(VENV)/hub-proxy
 CHP_PIN := configurable-http-proxy@5.3.0
 hub-deps: setup
-	@missing="$$(command -v npm >/dev/null || echo 'nodejs npm') $$(command -v setfacl >/dev/null || echo acl)"; 	if [ -n "$${missing// /}" ]; then 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; 	  else echo "missing for the hub: $$missing (install them, e.g. sudo apt-get install $$missing)"; exit 1; fi; fi
+	@missing="$$(command -v npm >/dev/null || echo 'nodejs npm') $$(command -v setfacl >/dev/null || echo acl)"; \
+	if [ -n "$${missing// /}" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  else echo "missing for the hub: $$missing (install them, e.g. sudo apt-get install $$missing)"; exit 1; fi; fi
 	@test -x $(HUB_PROXY)/node_modules/.bin/configurable-http-proxy || \
 	  npm install --silent --no-audit --no-fund --prefix $(HUB_PROXY) $(CHP_PIN)
 
