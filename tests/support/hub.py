@@ -54,7 +54,7 @@ class ClassUsers:
     """The system users of one test: name -> password."""
 
     passwords: dict[str, str]
-    acl: list[Path] = field(default_factory=list)
+    acl: list[tuple[Path, bool]] = field(default_factory=list)  # folders given ACL entries, and had one before
 
 
 def _closed_above(*paths: Path) -> list[Path]:
@@ -77,13 +77,17 @@ def class_users(roles: list[str]) -> Iterator[ClassUsers]:
             _run("chpasswd", data=f"{name}:{password}\n")
         grants = ",".join(f"u:{n}:x" for n in users.passwords)
         for folder in _closed_above(Path(sys.executable), Path(sys.prefix) / "bin" / "jupyterhub-singleuser"):
+            had_acl = hub.has_acl(folder)
             _run("setfacl", "-m", grants, str(folder))
-            users.acl.append(folder)
+            users.acl.append((folder, had_acl))
         yield users
     finally:
-        for folder in users.acl:
+        for folder, had_acl in users.acl:  # a folder without an ACL before gets none back (not even a mask)
             with contextlib.suppress(RuntimeError):
-                _run("setfacl", "-x", ",".join(f"u:{n}" for n in users.passwords), str(folder))
+                if had_acl:
+                    _run("setfacl", "-x", ",".join(f"u:{n}" for n in users.passwords), str(folder))
+                else:
+                    _run("setfacl", "-b", str(folder))
         for name in made:
             subprocess.run(["pkill", "-KILL", "-u", name], env={"PATH": SBIN}, capture_output=True)
             with contextlib.suppress(RuntimeError):

@@ -115,13 +115,13 @@ def protect(root: Path = release.ROOT) -> list[tuple[Path, int]]:
 def closed_folder(path: Path) -> Path | None:
     """The first folder above `path` (as given, then resolved) that other users cannot pass through, or None."""
     for folder in [*reversed(Path(os.path.abspath(path)).parents), *reversed(Path(os.path.realpath(path)).parents)]:
-        if not os.stat(folder).st_mode & stat.S_IXOTH and not _acl_allows(folder):
+        if not os.stat(folder).st_mode & stat.S_IXOTH and not has_acl(folder):
             return folder
     return None
 
 
-def _acl_allows(folder: Path) -> bool:
-    """True when the folder has extended ACL entries (then `runuser` below is the judge)."""
+def has_acl(folder: Path) -> bool:
+    """True when the folder has an access ACL beyond its mode bits (then `runuser` below is the judge)."""
     try:
         return bool(os.getxattr(folder, "system.posix_acl_access"))
     except OSError:
