@@ -114,9 +114,10 @@ class Hub:
     url: str
     folder: Path
     log: Path
-    tmp: Path  # the hub's TMPDIR: empty again after it stopped
+    tmp: Path  # the hub's TMPDIR (removed when it stopped)
     proxy_pid: int | None = None
     exit_code: int | None = None
+    left_in_tmp: list[str] = field(default_factory=list)  # what the stopped hub left in its TMPDIR
 
     def tail(self, lines: int = 40) -> str:
         """The last lines of the hub's log."""
@@ -156,7 +157,8 @@ def running_hub(students: list[str], instructors: list[str], cache: Path, log: P
         yield running
     finally:
         running.exit_code = stop(proc)
-        subprocess.run(["rm", "-rf", str(folder)])
+        running.left_in_tmp = sorted(p.name for p in tmp.iterdir())
+        subprocess.run(["rm", "-rf", str(folder), str(tmp)])
 
 
 def alive(pid: int | None) -> bool:
