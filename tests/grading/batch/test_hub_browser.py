@@ -81,12 +81,22 @@ def read_probe(page) -> dict:
     return json.loads(out.split("PROBE", 1)[1].strip().splitlines()[0])
 
 
-def _open_text(page, url: str, user: str, path: str) -> str:
-    """Open a text file in the user's JupyterLab (its editor) and return the text shown."""
-    page.goto(f"{url}/user/{user}/lab/tree/{path}", wait_until="domcontentloaded")
-    editor = page.locator(".jp-FileEditor .cm-content").first
+def _open(page, path: str) -> None:
+    """Open a file from the file browser of the user's JupyterLab (refreshed first), as they would."""
+    page.locator(".jp-BreadCrumbs-home").first.click()
+    page.locator(".jp-FileBrowser [data-command='filebrowser:refresh']").first.click()
+    for name in path.split("/"):
+        page.locator(".jp-DirListing-item", has=page.locator(
+            ".jp-DirListing-itemText", has_text=re.compile(f"^{re.escape(name)}$"))).dblclick()
+
+
+def _open_text(page, path: str) -> str:
+    """Open a text file from the file browser; return the text its editor shows."""
+    _open(page, path)
+    editor = page.locator(".jp-FileEditor:visible .cm-content").first
     editor.wait_for()
-    page.wait_for_function("() => document.querySelector('.jp-FileEditor .cm-content').innerText.length > 20")
+    page.wait_for_function("() => [...document.querySelectorAll('.jp-FileEditor .cm-content')]"
+                           ".some(e => e.innerText.length > 20)")
     return editor.inner_text()
 
 
@@ -168,10 +178,10 @@ def test_class_on_the_hub() -> None:
                     assert float(rows[ann]["points"]) > float(rows[ben]["points"]) == 0, rows
 
                     # Each student reads their own feedback in JupyterLab; Ben cannot reach Ann's server.
-                    text = _open_text(page, hub.url, ann, f"feedback/{LAB}.md")
+                    text = _open_text(page, f"feedback/{LAB}.md")
                     assert f"— {ann}" in text and "Score: **4" in text and ben not in text, text
                     hubtest.wait_lab(ben_page, ben)
-                    text = _open_text(ben_page, hub.url, ben, f"feedback/{LAB}.md")
+                    text = _open_text(ben_page, f"feedback/{LAB}.md")
                     assert f"— {ben}" in text and "Score: **0" in text and ann not in text, text
                     stolen = ben_page.request.get(f"{hub.url}/user/{ann}/api/contents/{lab_file}", max_redirects=0)
                     assert stolen.status in (302, 403, 404), stolen.status
@@ -179,8 +189,7 @@ def test_class_on_the_hub() -> None:
                     # The instructor opens the gradebook in their JupyterLab.
                     mark("feedback seen")
                     hubtest.wait_lab(t_page, teacher)
-                    t_page.goto(f"{hub.url}/user/{teacher}/lab/tree/grades/gradebook.csv",
-                                wait_until="domcontentloaded")
+                    _open(t_page, "grades/gradebook.csv")
                     t_page.locator(".jp-CSVViewer .lm-DataGrid").first.wait_for()
                     t_page.wait_for_function("() => !document.querySelector('.jp-MainAreaWidget .jp-Spinner')")
                     browser.screenshot(t_page, "hub-gradebook")
