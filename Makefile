@@ -10,7 +10,7 @@ BROWSER ?= 1
 ARTIFACTS := artifacts
 JOBS ?= 1
 
-.PHONY: setup lab test unit notebooks browser browser-deps sandbox-deps labs grade release gpu-report cpu-reference site fmt typecheck
+.PHONY: setup lab test unit notebooks browser browser-deps sandbox-deps hub hub-deps labs grade release gpu-report cpu-reference site fmt typecheck
 
 ## The pinned packages go in with uv, which downloads and installs in parallel; with pip alone when
 ## uv cannot be installed or fails, or with INSTALLER=pip. torch always comes through pip: pip reads
@@ -86,7 +86,7 @@ cpu-reference: setup
 
 browser: setup
 	@if [ "$(BROWSER)" = "0" ]; then echo "browser tests skipped (BROWSER=0)"; else \
-	  $(MAKE) --no-print-directory browser-deps && $(PY) -m pytest tests -m browser -q; fi
+	  $(MAKE) --no-print-directory browser-deps hub-deps && $(PY) -m pytest tests -m browser -q; fi
 
 ## Debian's chromium for the browser tests (needs root; elsewhere run `make test BROWSER=0`).
 browser-deps:
@@ -94,6 +94,24 @@ browser-deps:
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "chromium is missing: install it, or skip the browser tests with: make test BROWSER=0"; exit 1; fi; }
+
+## The course's JupyterHub (docs/instructors.md, "Teaching on JupyterHub"), as root, for system users that exist:
+##   make hub HUB_STUDENTS="alice bob" HUB_INSTRUCTORS=teacher [HUB_ARGS="--port 8000 --hub /srv/gpu-int8-course"]
+hub: hub-deps
+	$(PY) -m helpers.grading.batch hub serve --students "$(HUB_STUDENTS)" --instructors "$(HUB_INSTRUCTORS)" $(HUB_ARGS)
+
+## What the hub needs besides the pinned jupyterhub: its proxy (configurable-http-proxy from the npm registry, into
+## .venv/hub-proxy) with Node.js, and setfacl (Debian's acl, for the hub test's users); Debian packages as root.
+HUB_PROXY := $(VENV)/hub-proxy
+CHP_PIN := configurable-http-proxy@5.3.0
+hub-deps: setup
+	@missing="$$(command -v npm >/dev/null || echo 'nodejs npm') $$(command -v setfacl >/dev/null || echo acl)"; \
+	if [ -n "$${missing// /}" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  else echo "missing for the hub: $$missing (install them, e.g. sudo apt-get install $$missing)"; exit 1; fi; fi
+	@test -x $(HUB_PROXY)/node_modules/.bin/configurable-http-proxy || \
+	  npm install --silent --no-audit --no-fund --prefix $(HUB_PROXY) $(CHP_PIN)
 
 ## bubblewrap, the grader's sandbox (no network, read-only system, private /tmp); installed when run as
 ## root with apt-get, else the grader runs submissions without it (docs/instructors.md says what that loses).

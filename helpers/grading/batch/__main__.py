@@ -4,6 +4,7 @@
     python -m helpers.grading.batch grade SUBMISSIONS... --out DIR    grade notebooks or folders (--help for options)
     python -m helpers.grading.batch release [--out DIR]               what students receive, as a folder and a .tar.gz
     python -m helpers.grading.batch rank SUBMISSIONS... --out DIR     labs 11-13's kernels against the speed of light
+    python -m helpers.grading.batch hub serve|release|collect|return  teaching on JupyterHub (docs/instructors.md)
 
 generate writes this course's generated files only (labs/NAME.ipynb for each solutions/NAME.ipynb, and each
 lab's visible.json), whatever the working folder; a lab that changed since it wrote it is refused unless
@@ -12,7 +13,7 @@ lab's visible.json), whatever the working folder; a lab that changed since it wr
 --solutions given), a repository, or a folder holding files they did not write. Bad input, an unknown
 option included, is one line on stderr and exit status 2.
 
-Serves: instructors (lab generation, batch grading, the student release).
+Serves: instructors (lab generation, batch grading, the student release, the kernel ranking, the hub).
 """
 
 from __future__ import annotations
@@ -58,8 +59,21 @@ def _release(argv: list[str]) -> int:
     return 0
 
 
-VERBS = {"generate": _generate, "grade": _grade, "release": _release,
-         "rank": lambda argv: __import__("helpers.grading.batch.rank", fromlist=["main"]).main(argv)}
+def _rank(argv: list[str]) -> int:
+    """rank SUBMISSIONS... --out DIR (labs 11-13's kernels against the speed of light: helpers.grading.batch.rank)."""
+    from helpers.grading.batch.rank import main as rank_main
+
+    return rank_main(argv)
+
+
+def _hub(argv: list[str]) -> int:
+    """hub serve|release|collect|return ... (teaching on JupyterHub: helpers.grading.batch.hub)."""
+    from helpers.grading.batch.hub import main as hub_main
+
+    return hub_main(argv)
+
+
+VERBS = {"generate": _generate, "grade": _grade, "release": _release, "rank": _rank, "hub": _hub}
 
 
 def main(argv: list[str] | None = None) -> int:
