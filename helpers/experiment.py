@@ -34,7 +34,7 @@ Worked example (a chapter package declares, the notebook cell runs and shows):
     result.show("copy", caption="Copy bandwidth")
     result.say("cupy copies at {r:.2f}× D2D: {verdict}.", {"r": "copy.cupy_over_d2d"}, findings.faster_slower("r"))
 
-Serves: core — used by chapters 9, 12.
+Serves: core — used by chapters 3, 9, 12.
 """
 
 from __future__ import annotations
@@ -244,10 +244,19 @@ class Experiment:
             recs.append(rec_mod.record(name, value, unit, **(s.extra() if s else {})))
         return Result(self, rows, "here", f"measured here: {device_label()}, {dt.date.today().isoformat()}", recs)
 
+    def nearest_card(self) -> str | None:
+        """The stored GPU run nearest to this machine among those that hold rows of this experiment's tables
+        (a newer run that measured other chapters does not hide this one's rows)."""
+        from helpers import reference
+
+        holding = [c for c in reference.stored_cards()
+                   if any(t.stored_rows(reference.load(c)) for t in self.tables.values())]
+        return reference.nearest_card(cards=holding) if holding else reference.nearest_card()
+
     def _stored(self, card: str | None) -> "Result":
         from helpers import reference
 
-        source = card or (reference.nearest_card() if self.needs != "cpu" else "cpu")
+        source = card or (self.nearest_card() if self.needs != "cpu" else "cpu")
         recs = list(reference.load(source)) if source else []
         rows = {k: t.stored_rows(recs) for k, t in self.tables.items()}
         if not recs:
