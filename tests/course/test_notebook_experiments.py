@@ -13,6 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 MIGRATED = ("12_language_models",
             "03_memory_hierarchy",
+            "04_warp_execution",
             )
 RECORDERS = {"record", "record_relative"}  # helpers.records / helpers.bench names that write a record
 

@@ -31,12 +31,12 @@ def _copy(n: int = mb.COPY_N) -> Rows:
     return {"copy": [{"kernel": k, "GB/s": v, "spread": spreads.get(k)} for k, v in gbs.items()]}
 
 
-def _ratio(rows: list[dict], key: str, fast: str, base: str) -> tuple[float, sp.Spread | None]:
-    """rows[fast] ÷ rows[base] (by `key`), with the widest ratio of their spreads when both have one."""
+def _ratio(rows: list[dict], key: str, fast: Any, base: Any, value: str = "GB/s") -> tuple[float, sp.Spread | None]:
+    """rows[fast] ÷ rows[base] (by `key`) of their `value`, with the widest ratio of their spreads when both have one."""
     by = {r[key]: r for r in rows}
     a, b = by[fast], by[base]
     noise = sp.ratio(a["spread"], b["spread"]) if a["spread"] and b["spread"] else None
-    return a["GB/s"] / b["GB/s"], noise
+    return a[value] / b[value], noise
 
 
 def _copy_derive(rows: Rows) -> dict[str, Any]:
@@ -78,15 +78,20 @@ def _offset(offsets: tuple[int, ...] = mb.OFFSETS, n: int = mb.COPY_N // 2) -> R
 OFFSET = Experiment("ch03.offset", _offset, {"offset": tables.OFFSET})
 
 
-def fraction_rows(rows: list[dict]) -> list[dict]:
-    """Each transpose row as a fraction of its backend's tiled copy ('cupy_copy', 'numba_copy'), with the
-    widest ratio of their spreads."""
+def relative_rows(rows: list[dict], value: str, baseline: str, column: str) -> list[dict]:
+    """Each '<backend>_<variant>' row's `value` ÷ that of its backend's `baseline` variant, as `column`, with the
+    widest ratio of their spreads (chapter 4's divergence slowdowns too)."""
     out = []
     for r in rows:
-        base = f"{r['kernel'].split('_', 1)[0]}_copy"
-        value, noise = _ratio(rows, "kernel", r["kernel"], base)
-        out.append({"kernel": r["kernel"], "÷ tiled copy": value, "spread": noise})
+        base = f"{r['kernel'].split('_', 1)[0]}_{baseline}"
+        ratio, noise = _ratio(rows, "kernel", r["kernel"], base, value)
+        out.append({"kernel": r["kernel"], column: ratio, "spread": noise})
     return out
+
+
+def fraction_rows(rows: list[dict]) -> list[dict]:
+    """Each transpose row as a fraction of its backend's tiled copy ('cupy_copy', 'numba_copy')."""
+    return relative_rows(rows, "GB/s", "copy", "÷ tiled copy")
 
 
 def _transpose(n: int = mb.TRANSPOSE_N) -> Rows:

@@ -39,10 +39,9 @@ def _sweep(stem: str, letter: str, column: str, bare_cupy: bool) -> tuple[Callab
 
     def legacy(r: Record) -> dict | None:
         m = pattern.fullmatch(r.name)
-        backend = m and (m.group(1) or ("cupy" if bare_cupy else None))
-        if not backend or (bare_cupy and m.group(1) == "cupy"):
-            return None
-        return {"backend": backend, column: int(m.group(2))}
+        if m is None or m.group(1) == ("cupy" if bare_cupy else None):
+            return None  # not this sweep, or its cupy points named the other way
+        return {"backend": m.group(1) or "cupy", column: int(m.group(2))}
 
     return name, legacy
 

@@ -11,6 +11,7 @@ from helpers.chapters.ch03_memory_hierarchy import experiments as ex
 from helpers.chapters.ch03_memory_hierarchy import tables
 from helpers.figure_check import figure_problems
 from helpers.records import Record
+from tests.support.stored_tables import stored_tables_problems
 from helpers.spread import Spread
 
 STORED = {  # record-name prefix -> (table, rows the stored H200 run holds)
@@ -19,21 +20,9 @@ STORED = {  # record-name prefix -> (table, rows the stored H200 run holds)
     "ch03.readonly_gbs.": (tables.READONLY, 3)}
 
 
-@pytest.fixture
-def session(monkeypatch):
-    monkeypatch.setitem(records._session, "records", [])
+def test_the_stored_run_reads_back_and_records_under_the_same_names(monkeypatch):
     monkeypatch.delenv(records.RESULTS_VAR, raising=False)
-
-
-@pytest.mark.parametrize("prefix", STORED)
-def test_the_stored_run_reads_back_and_records_under_the_same_names(prefix, session):
-    table, count = STORED[prefix]
-    stored = [r for r in reference.load("h200") if r.name.startswith(prefix)]
-    if not stored:
-        pytest.skip("no stored H200 run of chapter 3")
-    rows = table.stored_rows(reference.load("h200"))
-    assert len(rows) == count
-    assert sorted(r.name for r in table.record(rows)) == sorted(r.name for r in stored)
+    assert stored_tables_problems(STORED) == []
 
 
 def test_a_sweep_table_keeps_cupy_and_numba_apart():
