@@ -34,7 +34,7 @@ Worked example (a chapter package declares, the notebook cell runs and shows):
     result.show("copy", caption="Copy bandwidth")
     result.say("cupy copies at {r:.2f}× D2D: {verdict}.", {"r": "copy.cupy_over_d2d"}, findings.faster_slower("r"))
 
-Serves: core — used by chapters 1, 3, 4, 9, 12.
+Serves: core — used by chapters 1–4, 9, 12.
 """
 
 from __future__ import annotations
@@ -261,6 +261,8 @@ class Experiment:
         rows = {k: t.stored_rows(recs) for k, t in self.tables.items()}
         if not recs:
             label = "no stored run holds these rows yet"
+        elif card is None and self.needs != "cpu" and not any(rows.values()):
+            label = reference.stored_label(source) + "; no stored GPU run holds these rows yet"
         else:
             label = reference.stored_label(source) + (f"; {reference.card_note(source)}" if card is None and
                                                       self.needs != "cpu" else "")

@@ -112,6 +112,8 @@ def test_without_the_hardware_it_shows_the_nearest_stored_card_and_says_which(mo
     stored["h100"] = (Record("other.chapter", 1.0, "ratio", "NVIDIA H100 80GB HBM3", "2026-12-05"),)
     result = exp.run(stored=True)  # the newest run holds none of these rows: the newest one that does is shown
     assert result.source == "h200" and result["copy"][0]["GB/s"] == 4000.0
+    stored["h200"] = stored["h100"]  # no stored run holds these rows: the label says so, not "holds these rows"
+    assert "no stored GPU run holds these rows yet" in exp.run(stored=True).where()
 
 
 def _declared_tables() -> list[Table]:

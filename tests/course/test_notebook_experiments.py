@@ -13,6 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 MIGRATED = ("12_language_models",
             "01_why_gpu_inference",
+            "02_gpu_architecture",
             "03_memory_hierarchy",
             "04_warp_execution",
             )
