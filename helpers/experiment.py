@@ -34,7 +34,7 @@ Worked example (a chapter package declares, the notebook cell runs and shows):
     result.show("copy", caption="Copy bandwidth")
     result.say("cupy copies at {r:.2f}× D2D: {verdict}.", {"r": "copy.cupy_over_d2d"}, findings.faster_slower("r"))
 
-Serves: core — used by chapters 9, 12.
+Serves: core — used by chapters 1–4, 9, 12.
 """
 
 from __future__ import annotations
@@ -244,26 +244,28 @@ class Experiment:
             recs.append(rec_mod.record(name, value, unit, **(s.extra() if s else {})))
         return Result(self, rows, "here", f"measured here: {device_label()}, {dt.date.today().isoformat()}", recs)
 
+    def nearest_card(self) -> str | None:
+        """The stored GPU run nearest to this machine among those that hold rows of this experiment's tables
+        (a newer run that measured other chapters does not hide this one's rows)."""
+        from helpers import reference
+
+        holding = [c for c in reference.stored_cards()
+                   if any(t.stored_rows(reference.load(c)) for t in self.tables.values())]
+        return reference.nearest_card(cards=holding) if holding else reference.nearest_card()
+
     def _stored(self, card: str | None) -> "Result":
         from helpers import reference
 
-        source = card or (reference.nearest_card() if self.needs != "cpu" else "cpu")
-        note = reference.card_note(source) if source and card is None and self.needs != "cpu" else ""
+        source = card or (self.nearest_card() if self.needs != "cpu" else "cpu")
         recs = list(reference.load(source)) if source else []
         rows = {k: t.stored_rows(recs) for k, t in self.tables.items()}
-        if card is None and self.needs != "cpu" and self.tables and not any(rows.values()):
-            # the nearest card's run holds none of these rows: show the nearest stored run that does, and say so
-            for other in (c for c in reference.stored_cards() if c != source):
-                other_recs = list(reference.load(other))
-                other_rows = {k: t.stored_rows(other_recs) for k, t in self.tables.items()}
-                if any(other_rows.values()):
-                    note = f"the stored {source.upper() if source else 'GPU'} run does not hold these rows"
-                    source, recs, rows = other, other_recs, other_rows
-                    break
         if not recs:
             label = "no stored run holds these rows yet"
+        elif card is None and self.needs != "cpu" and not any(rows.values()):
+            label = reference.stored_label(source) + "; no stored GPU run holds these rows yet"
         else:
-            label = reference.stored_label(source) + (f"; {note}" if note else "")
+            label = reference.stored_label(source) + (f"; {reference.card_note(source)}" if card is None and
+                                                      self.needs != "cpu" else "")
         return Result(self, rows, source or "none", label, recs)
 
 

@@ -74,14 +74,14 @@ def stored_cards() -> list[str]:
     return [s for s in SOURCES if s != "cpu" and load(s)]
 
 
-def nearest_card(device: str | None = None) -> str | None:
+def nearest_card(device: str | None = None, cards: Sequence[str] | None = None) -> str | None:
     """The stored GPU run nearest to `device` (this machine's by default): the same card first, else the newest
-    stored GPU run (by its latest date); None when no GPU run is stored."""
+    stored GPU run (by its latest date), among `cards` (default: every stored card); None when there is none."""
     if device is None:
         from helpers.device import device_label
 
         device = device_label()
-    cards = stored_cards()
+    cards = stored_cards() if cards is None else list(cards)
     same = [c for c in cards if c.upper() in device.upper()]
     if same:
         return same[0]
@@ -89,14 +89,15 @@ def nearest_card(device: str | None = None) -> str | None:
 
 
 def card_note(card: str, device: str | None = None) -> str:
-    """Why `card` is the stored run shown: 'the same card as yours', or 'the newest stored GPU run; none of yours'."""
+    """Why `card` is the stored run shown: 'the same card as yours', or 'the newest stored GPU run that holds these
+    rows; none of yours'."""
     if device is None:
         from helpers.device import device_label
 
         device = device_label()
     if card.upper() in device.upper():
         return f"the same card as yours ({device})"
-    return f"the newest stored GPU run (none stored for {device})"
+    return f"the newest stored GPU run that holds these rows (none stored for {device})"
 
 
 # ---- provenance: which device, date and software a stored run used ---------------------------------

@@ -109,6 +109,11 @@ def test_without_the_hardware_it_shows_the_nearest_stored_card_and_says_which(mo
     assert result.source == "h100" and "newest stored GPU run" in result.where()
     result.show("copy", caption="Copy")
     assert "NVIDIA H100" in capsys.readouterr().out
+    stored["h100"] = (Record("other.chapter", 1.0, "ratio", "NVIDIA H100 80GB HBM3", "2026-12-05"),)
+    result = exp.run(stored=True)  # the newest run holds none of these rows: the newest one that does is shown
+    assert result.source == "h200" and result["copy"][0]["GB/s"] == 4000.0
+    stored["h200"] = stored["h100"]  # no stored run holds these rows: the label says so, not "holds these rows"
+    assert "no stored GPU run holds these rows yet" in exp.run(stored=True).where()
 
 
 def test_when_the_nearest_card_holds_none_of_its_rows_the_nearest_one_that_does_is_shown(monkeypatch, session):
@@ -119,7 +124,7 @@ def test_when_the_nearest_card_holds_none_of_its_rows_the_nearest_one_that_does_
     monkeypatch.setattr("helpers.device.device_label", lambda: "CPU (x86_64, 2 cores)")
     result = _copy_experiment([], needs="gpu").run(stored=True)
     assert result.source == "h200" and result["copy"][0]["GB/s"] == 4000.0
-    assert "the stored H100 run does not hold these rows" in result.where()
+    assert "the newest stored GPU run that holds these rows" in result.where()
     assert _copy_experiment([], needs="gpu").run(stored=True, card="h100")["copy"] == []  # a named card is kept
 
 

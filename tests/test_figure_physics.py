@@ -83,19 +83,17 @@ def test_chapter_1_prints_a_sentence_from_the_stored_sweep():
     assert "stored" in text and ("nothing is concluded" in text or "overtook" in text)
 
 
-def test_crossover_resting_on_an_unchecked_jump_is_not_recorded(monkeypatch):
-    from helpers import bench
+def test_crossover_resting_on_an_unchecked_jump_is_not_concluded():
     from helpers.chapters.ch01_why_gpu_inference import inference_speed as speed
 
-    monkeypatch.setitem(bench._session, "records", [])
     gpu = {b: 0.1 + b * 2e-5 for b in CH01_CPU}
     planted = ([speed.Latency("tiny_mlp", "cpu", b, ms) for b, ms in CH01_CPU.items()]
                + [speed.Latency("tiny_mlp", "gpu_e2e", b, ms) for b, ms in gpu.items()])
     assert speed.crossover_batch(list(CH01_CPU), list(CH01_CPU.values()), list(gpu.values())) == 65536
     assert speed.crossover_doubt(planted, "tiny_mlp", 65536) == [16384, 65536]
-    assert speed.record_crossover(planted) is None and not bench.session_records()
+    assert speed.crossover(planted) is None
     checked = [speed.Latency(r.model, r.mode, r.batch, r.ms, r.dtype, True) for r in planted]
-    assert speed.record_crossover(checked) == 65536   # re-measured and still there: a finding
+    assert speed.crossover(checked) == 65536   # re-measured and still there: a finding
 
 
 def test_chapter_1_sweep_remeasures_a_spike(monkeypatch):

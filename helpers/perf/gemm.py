@@ -178,15 +178,8 @@ def rows(results: Iterable[GemmResult]) -> list[dict]:
             for r in results]
 
 
-def record_all(results: Iterable[GemmResult], prefix: str = "ch02.gemm_tflops") -> None:
-    """Record every result as `<prefix>.<precision>.n<size>` (TFLOP/s)."""
-    for r in results:
-        bench.record(f"{prefix}.{r.precision}.n{r.m}", r.tflops, "TFLOP/s", size=[r.m, r.n, r.k],
-                     pct_of_spec=r.pct_of_spec)
-
-
 def results_from_records(records: Iterable[bench.Record], prefix: str = "ch02.gemm_tflops") -> list[GemmResult]:
-    """Rebuild GemmResults from stored records named by record_all (for the no-GPU branch)."""
+    """Rebuild GemmResults from stored records named '<prefix>.<precision>.n<size>' (chapter 2's GEMM table)."""
     out = []
     for r in records:
         parts = r.name[len(prefix) + 1:].split(".")
@@ -222,22 +215,12 @@ def plot(results: list[GemmResult], *, device: str | None = None, note: str = ""
     return fig
 
 
-def record_headlines(results: list[GemmResult]) -> dict[str, float]:
-    """Record the headline GEMM ratios (names of helpers.reference.TARGETS); return them."""
-    ratios = headline_ratios(results)
-    sides = {"gemm.bf16_over_spec": ["best bf16 TFLOP/s", "dense spec"],
-             "gemm.int8_over_bf16": ["int8 TOPS", "bf16 TFLOP/s"], "gemm.fp8_over_bf16": ["fp8", "bf16"]}
-    for name, value in ratios.items():
-        bench.record(name, value, "ratio", ratio_of=sides[name])
-    return ratios
-
-
 def dp4a_comparison(n: int = 8192, repeats: int = 10) -> dict[str, float]:
     """INT8 GEMM on CUDA cores (the dp4a kernel of helpers.quant.intgemm) vs Tensor Cores (torch._int_mm).
 
     Asserts the two int32 results are identical, times both kernels alone (operands packed and
-    resident on the GPU), records gemm.dp4a_over_int8_tc (dp4a TOPS ÷ Tensor Core TOPS) and
-    returns TOPS of each and the ratio.
+    resident on the GPU) and returns TOPS of each and the ratio (dp4a TOPS ÷ Tensor Core TOPS: chapter 2's
+    DP4A experiment records it as gemm.dp4a_over_int8_tc).
     """
     from helpers.device import require_gpu
 
@@ -262,6 +245,4 @@ def dp4a_comparison(n: int = 8192, repeats: int = 10) -> dict[str, float]:
     flops = bench.gemm_flops(n, n, n)
     res = {"dp4a_tops": bench.tflops(flops, t_dp.median_s), "tensor_core_tops": bench.tflops(flops, t_tc.median_s)}
     res["ratio"] = res["dp4a_tops"] / res["tensor_core_tops"]
-    bench.record("gemm.dp4a_over_int8_tc", res["ratio"], "ratio", ratio_of=["dp4a TOPS", "int8 TC TOPS"],
-                 size=[n, n, n], dp4a_tops=res["dp4a_tops"], tensor_core_tops=res["tensor_core_tops"])
     return res

@@ -209,14 +209,9 @@ def measure_points(device: str = "cpu", repeats: int = 10) -> list[RoofPoint]:
     return _cpu_points(repeats)
 
 
-def record_points(points: list[RoofPoint], prefix: str) -> None:
-    """Record each point's TFLOP/s as `<prefix>.<kind>.<index>` with its intensity."""
-    for i, p in enumerate(points):
-        bench.record(f"{prefix}.{p.kind}.{i}", p.tflops, "TFLOP/s", label=p.name, intensity=p.intensity)
-
-
 def points_from_records(records: list[bench.Record]) -> list[RoofPoint]:
-    """Rebuild points (1-second, unit-FLOP scale) from records made by record_points."""
+    """Rebuild points (1-second, unit-FLOP scale) from records named '<prefix>.<kind>.<index>' with their intensity
+    (chapter 2's roofline table)."""
     out = []
     for r in records:
         ai = r.extra.get("intensity")

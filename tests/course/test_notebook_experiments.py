@@ -11,7 +11,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-MIGRATED = ("09_deployment", "12_language_models",)
+MIGRATED = ("12_language_models",
+            "01_why_gpu_inference",
+            "02_gpu_architecture",
+            "03_memory_hierarchy",
+            "04_warp_execution",
+            "09_deployment",
+            )
 RECORDERS = {"record", "record_relative"}  # helpers.records / helpers.bench names that write a record
 
 

@@ -163,6 +163,8 @@ FACTS: tuple[Fact, ...] = (
     # chapter 2
     Fact(768, "BERT-base hidden size", "Devlin et al. 2019, BERT-base configuration", CH02),
     Fact(128, "BERT-base sequence length used by the course", "helpers.models.bert.bert_base", CH02, _bert_seq),
+    Fact(8192, "largest square GEMM of the GPU sweep", "helpers.chapters.ch02_gpu_architecture.experiments.GPU_SIZES",
+         CH02, _const("helpers.chapters.ch02_gpu_architecture.experiments", "GPU_SIZES", max)),
     # chapter 3: the sector model and the kernels' parameters
     Fact(128, "bytes in a cache line", f"{GUIDE}, device memory accesses", CH03, _ap("LINE")),
     Fact(4, "sectors one warp of 32 consecutive floats needs", "the sector model", CH03, _sectors(lambda t: t)),

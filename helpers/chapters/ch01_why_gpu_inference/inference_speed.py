@@ -187,29 +187,6 @@ def crossover_batch(batches: Sequence[int], cpu_ms: Sequence[float], gpu_ms: Seq
     return found
 
 
-def record(results: Iterable[Latency], prefix: str = "ch01") -> None:
-    """Record each latency as `<prefix>.<model>.<mode>[_fp16]_ms.b<batch>`."""
-    for r in results:
-        suffix = "" if r.dtype == "fp32" else f"_{r.dtype}"
-        bench.record(f"{prefix}.{r.model}.{r.mode}{suffix}_ms.b{r.batch}", r.ms, "ms",
-                     items_per_s=r.items_per_s, **({"sweep_checked": True} if r.checked else {}))
-
-
-def from_records(records: Iterable[bench.Record]) -> list[Latency]:
-    """Rebuild latencies from records named by record() (for the stored-reference branch)."""
-    out = []
-    for r in records:
-        parts = r.name.split(".")
-        if len(parts) != 4 or not parts[2].endswith("_ms") or not parts[3].startswith("b"):
-            continue
-        mode, _, dtype = parts[2][:-3].partition("_fp")
-        if mode not in MODES:
-            continue
-        out.append(Latency(parts[1], mode, int(parts[3][1:]), r.value, f"fp{dtype}" if dtype else "fp32",
-                           bool(r.extra.get("sweep_checked", False))))
-    return out
-
-
 def series(results: Iterable[Latency], model: str, mode: str, dtype: str = "fp32") -> tuple[list[int], list[float]]:
     """(batches, ms) of one model and mode, sorted by batch."""
     pts = sorted((r.batch, r.ms) for r in results if r.model == model and r.mode == mode and r.dtype == dtype)
@@ -251,41 +228,21 @@ def plot(results: list[Latency], model: str, *, per_item: bool = False, device: 
     return fig
 
 
-def record_speedups(results: list[Latency], prefix: str = "ch01") -> dict[str, float]:
-    """Record CPU ms ÷ GPU end-to-end ms (same run) as `<prefix>.speedup.<model>.b<batch>`."""
-    out = {}
+def speedup_rows(results: Iterable[Latency]) -> list[dict]:
+    """CPU ms ÷ GPU end-to-end ms (same run) per model and batch: the rows of ``tables.SPEEDUP``."""
+    results = list(results)
     cpu = {(r.model, r.batch): r.ms for r in results if r.mode == "cpu"}
-    for r in results:
-        if r.mode == "gpu_e2e" and r.dtype == "fp32" and (r.model, r.batch) in cpu:
-            name = f"{prefix}.speedup.{r.model}.b{r.batch}"
-            out[name] = cpu[(r.model, r.batch)] / r.ms
-            bench.record(name, out[name], "ratio",
-                         ratio_of=[f"{prefix}.{r.model}.cpu_ms.b{r.batch}", f"{prefix}.{r.model}.gpu_e2e_ms.b{r.batch}"])
-    return out
+    return [{"model": r.model, "batch": r.batch, "CPU ÷ GPU end to end": cpu[(r.model, r.batch)] / r.ms}
+            for r in results if r.mode == "gpu_e2e" and r.dtype == "fp32" and (r.model, r.batch) in cpu]
 
 
-def record_crossover(results: list[Latency], model: str = "tiny_mlp", prefix: str = "ch01") -> int | None:
-    """Find (and record as `<prefix>.<model>.crossover_batch`) where the GPU, copies included, overtakes.
-
-    Returns None, recording nothing, when the GPU never stays ahead in the measured range.
-    """
+def crossover(results: Iterable[Latency], model: str = "tiny_mlp") -> int | None:
+    """Where the GPU, copies included, overtakes the CPU for good; None when it never does in the measured range,
+    or when that rests on a point that jumped and was not re-measured (nothing is concluded then)."""
+    results = list(results)
     bc, cpu = series(results, model, "cpu")
     bg, gpu = series(results, model, "gpu_e2e")
     if not bc or bc != bg:
         raise InputError(f"need CPU and GPU end-to-end latencies of {model} at the same batch sizes.")
     x = crossover_batch(bc, cpu, gpu)
-    if crossover_doubt(results, model, x):
-        return None  # it rests on a point that jumped and was not re-measured: nothing is concluded
-    if x is not None:  # "never" is not a number: nothing is recorded then
-        bench.record(f"{prefix}.{model}.crossover_batch", float(x), "batch")
-    return x
-
-
-def plot_with_stored(mine: list[Latency], model: str, prefix: str = "ch01"):
-    """Your CPU latencies beside the stored GPU reference run's, labelled with its device and date."""
-    from helpers import reference
-
-    stored = [r for r in from_records(reference.lookup_all(f"{prefix}.{model}.")) if r.mode != "cpu"]
-    if not stored:
-        print(f"Stored GPU reference for {model}: not measured yet ({reference.stored_label()}).")
-    return plot(list(mine) + stored, model, note="GPU lines: " + reference.stored_label())
+    return None if crossover_doubt(results, model, x) else x

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from helpers import bench, findings, reference
+from helpers import findings, reference
 from helpers.chapters.ch01_why_gpu_inference import inference_speed as speed
+from helpers.chapters.ch01_why_gpu_inference import tables
 from helpers.chapters.ch01_why_gpu_inference.notes import CPU_BW_ALL, CPU_BW_ONE, GPU_BW
 
 NAMES = {"bert_base": "BERT-base", "resnet50": "ResNet-50", "tiny_mlp": "the tiny MLP"}
@@ -19,7 +20,7 @@ NAMES_ZH = {"bert_base": "BERT-base", "resnet50": "ResNet-50", "tiny_mlp": "å°å
 
 
 def _ms(model: str, mode: str, batch: int, dtype: str = "fp32") -> str:
-    """The record name of one latency (as inference_speed.record names it)."""
+    """The record name of one latency (as tables.LATENCY names it)."""
     return f"ch01.{model}.{mode}{'' if dtype == 'fp32' else '_' + dtype}_ms.b{batch}"
 
 
@@ -54,7 +55,7 @@ def copy_cost(model: str = "bert_base", batch: int = 1) -> str:
 
 def stored_crossover(model: str = "tiny_mlp", source: str = "h200") -> str:
     """Where the GPU, copies included, overtook the CPU of the same machine in the stored run."""
-    recs = speed.from_records(reference.lookup_all(f"ch01.{model}.", source))
+    recs = [r for r in tables.latencies(tables.LATENCY.stored_rows(reference.load(source))) if r.model == model]
     bc, cpu = speed.series(recs, model, "cpu")
     bg, gpu = speed.series(recs, model, "gpu_e2e")
     if not bc or bc != bg:
@@ -81,18 +82,6 @@ def sweep_check(model: str = "tiny_mlp") -> str:
     lines = [f"{NAMES[m]} {mode} ({dt}): {note}." for (m, mode, dt), note in speed.SWEEP_NOTES.items()
              if m == model and note]
     return "\n".join(lines) or f"Sweep check: no curve of {NAMES[model]} jumps several-fold between neighbours."
-
-
-def measure_cpu_bandwidth(nbytes: int = 1 << 27, repeats: int = 5) -> tuple[float, float]:
-    """Copy bandwidth of this CPU with all its cores and with one, both recorded; returns (all, one)."""
-    from helpers.perf import roofline
-
-    cores = roofline.cpu_cores()
-    all_cores = roofline.measure_bandwidth_gbs("cpu", nbytes=nbytes, repeats=repeats)
-    one = roofline.measure_bandwidth_gbs("cpu", nbytes=nbytes, repeats=repeats, threads=1)
-    bench.record(CPU_BW_ALL, all_cores, "GB/s", threads=cores)
-    bench.record(CPU_BW_ONE, one, "GB/s", threads=1)
-    return all_cores, one
 
 
 def bandwidth() -> str:

@@ -1,13 +1,13 @@
 """The measurements of chapter 3 (memory hierarchy): copy vs torch D2D, stride, misalignment,
-transpose as a fraction of copy, and the read-only path. GPU sweeps record their points with
-stable names (``ch03.stride_gbs.s8``) so that a CPU notebook can redraw them from the stored file.
+transpose as a fraction of copy, and the read-only path, each one's GB/s with its p10..p90 over the timed
+samples. ``experiments`` turns them into table rows and records; this module only measures.
 
 Serves: chapter 3 (also chapter 4).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import numpy as np
@@ -25,7 +25,7 @@ STENCIL_RADIUS = 4
 TIMING = {"warmup": 3, "repeats": 20, "inner": 5}
 
 
-def _gbs(fn: Callable[[], Any], moved: float, backend: str, spreads: dict | None, key: str) -> float:
+def _gbs(fn: Callable[[], Any], moved: float, backend: str, spreads: dict | None, key: Hashable) -> float:
     """Median GB/s of fn; its p10..p90 over the timed samples goes into spreads[key] when given."""
     from helpers.spread import of_timing
 
@@ -57,26 +57,10 @@ def copy_bandwidth(n: int = COPY_N, spreads: dict | None = None) -> dict[str, fl
     return out
 
 
-def record_copy(results: dict[str, float], spreads: dict | None = None) -> dict[str, float]:
-    """Record every copy's GB/s and the two headline ratios (with their spreads when given); return the ratios."""
-    from helpers import spread as sp
-
-    for k, v in results.items():
-        bench.record(f"ch03.copy_gbs.{k}", v, "GB/s")
-    d2d = results["torch_d2d"]
-    ratios = {}
-    for backend in ("cupy", "numba"):
-        best = max((k for k in results if k.startswith(backend)), key=lambda k: results[k])
-        ratios[backend] = results[best] / d2d
-        noise = (sp.ratio(spreads[best], spreads["torch_d2d"]).extra()
-                 if spreads and best in spreads and "torch_d2d" in spreads else {})
-        bench.record(f"copy.{backend}_over_d2d", ratios[backend], "ratio",
-                     ratio_of=[f"ch03.copy_gbs.{best}", "ch03.copy_gbs.torch_d2d"], kernel=best, **noise)
-    return ratios
-
-
-def stride_bandwidth(strides: Sequence[int] = STRIDES, n: int = STRIDE_N) -> dict[str, dict[int, float]]:
-    """Useful GB/s (2 x 4 bytes per element moved) of the strided copy, cupy and numba, per stride."""
+def stride_bandwidth(strides: Sequence[int] = STRIDES, n: int = STRIDE_N,
+                     spreads: dict | None = None) -> dict[str, dict[int, float]]:
+    """Useful GB/s (2 x 4 bytes per element moved) of the strided copy, cupy and numba, per stride (with
+    `spreads`, a dict, each point's p10..p90 goes there under (backend, stride))."""
     require_gpu("the stride sweep")
     from helpers.kernels import copy
 
@@ -90,26 +74,15 @@ def stride_bandwidth(strides: Sequence[int] = STRIDES, n: int = STRIDE_N) -> dic
         copy.cupy_strided(src, dst, n, s)  # validates the arguments once
         fn = bound_launch("copy", "copy_strided", (blocks,), (256,),
                           (src, dst, np.int64(n), np.int32(s)))
-        out["cupy"][s] = bench.gbs(fn, 8 * n, "cupy", **TIMING)
-        out["numba"][s] = bench.gbs(lambda s=s: copy.copy_strided[blocks, 256](ns, nd, n, s), 8 * n, "numba", **TIMING)
+        out["cupy"][s] = _gbs(fn, 8 * n, "cupy", spreads, ("cupy", s))
+        out["numba"][s] = _gbs(lambda s=s: copy.copy_strided[blocks, 256](ns, nd, n, s), 8 * n, "numba", spreads,
+                               ("numba", s))
     return out
 
 
-def record_stride(results: dict[str, dict[int, float]]) -> float:
-    """Record the curves (ch03.stride_gbs.s<k> is cupy) and copy.stride32_over_stride1; return it."""
-    for backend, curve in results.items():
-        prefix = "ch03.stride_gbs" if backend == "cupy" else f"ch03.stride_gbs_{backend}"
-        for s, v in curve.items():
-            bench.record(f"{prefix}.s{s}", v, "GB/s")
-    c = results["cupy"]
-    ratio = c[32] / c[1]
-    bench.record("copy.stride32_over_stride1", ratio, "ratio",
-                 ratio_of=["ch03.stride_gbs.s32", "ch03.stride_gbs.s1"])
-    return ratio
-
-
-def offset_bandwidth(offsets: Sequence[int] = OFFSETS, n: int = COPY_N // 2) -> dict[str, dict[int, float]]:
-    """GB/s of the offset (misaligned) copy, cupy and numba, per offset in elements."""
+def offset_bandwidth(offsets: Sequence[int] = OFFSETS, n: int = COPY_N // 2,
+                     spreads: dict | None = None) -> dict[str, dict[int, float]]:
+    """GB/s of the offset (misaligned) copy, cupy and numba, per offset in elements (spreads as for strides)."""
     require_gpu("the misalignment sweep")
     from helpers.kernels import copy
 
@@ -121,20 +94,15 @@ def offset_bandwidth(offsets: Sequence[int] = OFFSETS, n: int = COPY_N // 2) -> 
     for o in offsets:
         copy.cupy_offset(src, dst, n, o)  # validates the arguments once
         fn = bound_launch("copy", "copy_offset", (blocks,), (256,), (src, dst, np.int64(n), np.int32(o)))
-        out["cupy"][o] = bench.gbs(fn, 8 * n, "cupy", **TIMING)
-        out["numba"][o] = bench.gbs(lambda o=o: copy.copy_offset[blocks, 256](ns, nd, n, o), 8 * n, "numba", **TIMING)
+        out["cupy"][o] = _gbs(fn, 8 * n, "cupy", spreads, ("cupy", o))
+        out["numba"][o] = _gbs(lambda o=o: copy.copy_offset[blocks, 256](ns, nd, n, o), 8 * n, "numba", spreads,
+                               ("numba", o))
     return out
 
 
-def record_curves(prefix: str, results: dict[str, dict[int, float]], key: str) -> None:
-    """Record a sweep as <prefix>_<backend>.<key><x> points in GB/s."""
-    for backend, curve in results.items():
-        for x, v in curve.items():
-            bench.record(f"{prefix}_{backend}.{key}{x}", v, "GB/s")
-
-
-def transpose_bandwidth(n: int = TRANSPOSE_N) -> dict[str, float]:
-    """GB/s of the tiled copy and the three transposes, cupy and numba, on an n x n float32 matrix."""
+def transpose_bandwidth(n: int = TRANSPOSE_N, spreads: dict | None = None) -> dict[str, float]:
+    """GB/s of the tiled copy and the three transposes, cupy and numba, on an n x n float32 matrix (with
+    `spreads`, each one's p10..p90 by the same key)."""
     require_gpu("the transpose benchmark")
     from helpers.kernels import transpose
 
@@ -148,33 +116,39 @@ def transpose_bandwidth(n: int = TRANSPOSE_N) -> dict[str, float]:
         transpose.cupy_transpose(src, dst, v)  # validates the arguments once
         name = "copy_tiled" if v == "copy" else f"transpose_{v}"
         fn = bound_launch("transpose", name, blocks, threads, (src, dst, np.int32(n), np.int32(n)))
-        out[f"cupy_{v}"] = bench.gbs(fn, 8 * n * n, "cupy", **TIMING)
+        out[f"cupy_{v}"] = _gbs(fn, 8 * n * n, "cupy", spreads, f"cupy_{v}")
         k = transpose.NUMBA_KERNELS[v][blocks, threads]
-        out[f"numba_{v}"] = bench.gbs(lambda k=k: k(ns, nd), 8 * n * n, "numba", **TIMING)
+        out[f"numba_{v}"] = _gbs(lambda k=k: k(ns, nd), 8 * n * n, "numba", spreads, f"numba_{v}")
     assert bool((dst == src.T).all()), "the last transpose wrote wrong values"
     return out
 
 
-def record_transpose(results: dict[str, float]) -> dict[str, float]:
-    """Record GB/s, each variant as a fraction of its backend's tiled copy, and the two headlines."""
-    fractions = bench.record_relative(results, "ch03.transpose_gbs", "GB/s", "ch03.transpose_over_copy", "copy")
-    for variant in ("padded", "naive"):
-        bench.record(f"transpose.{variant}_over_copy", fractions[f"cupy_{variant}"], "ratio",
-                     ratio_of=[f"ch03.transpose_gbs.cupy_{variant}", "ch03.transpose_gbs.cupy_copy"])
-    return fractions
-
-
-def readonly_bandwidth(n: int = COPY_N // 2, radius: int = STENCIL_RADIUS) -> dict[str, float]:
-    """Useful GB/s (one read + one write per element) of the stencil with plain, restrict and ldg loads."""
+def readonly_bandwidth(n: int = COPY_N // 2, radius: int = STENCIL_RADIUS,
+                       spreads: dict | None = None) -> dict[str, float]:
+    """Useful GB/s (one read + one write per element) of the stencil with plain, restrict and ldg loads (with
+    `spreads`, each one's p10..p90 by the same key)."""
     require_gpu("the read-only path benchmark")
     from helpers.kernels import copy
 
     cp = cupy_module()
     src, dst = cp.ones(n, dtype=cp.float32), cp.empty(n, dtype=cp.float32)
-    out = {v: bench.gbs(lambda v=v: copy.cupy_stencil(src, dst, radius, v), 8 * n, "cupy", **TIMING)
+    out = {v: _gbs(lambda v=v: copy.cupy_stencil(src, dst, radius, v), 8 * n, "cupy", spreads, v)
            for v in ("plain", "restrict", "ldg")}
     assert float(dst[n // 2]) == 2 * radius + 1, "the stencil wrote wrong values"
     return out
+
+
+def cupy_copy_checks(x: np.ndarray) -> list[str]:
+    """One line per CUDA C (cupy) copy variant: does it copy `x` exactly? Without a GPU, one line saying so."""
+    from helpers.device import has_gpu
+    from helpers.kernels import copy
+
+    if not has_gpu():
+        return ["cupy copies (CUDA C): checked on a GPU only, and there is none here."]
+    cp = cupy_module()
+    xs = cp.asarray(x)
+    return [f"cupy copy {v:<12} correct: {bool((copy.cupy_copy(xs, cp.zeros_like(xs), v) == xs).all())}"
+            for v in copy.CUPY_VARIANTS]
 
 
 def plot_stride_model(measured: dict[str, dict[int, float]], note: str = "", device: str | None = None) -> Any:
@@ -189,27 +163,3 @@ def plot_stride_model(measured: dict[str, dict[int, float]], note: str = "", dev
     return plots.sweep(xs, ys, title="Strided copy: bandwidth relative to stride 1", xlabel="stride (floats)",
                        ylabel="fraction of stride-1 bandwidth (log scale)", logx=True, logy=True, device=device,
                        note=note)
-
-
-def run_all() -> dict[str, float]:
-    """Every chapter 3 measurement on the GPU, recorded; returns the headline ratios (a benchmark)."""
-    ratios = record_copy(copy_bandwidth())
-    out = {f"copy.{k}_over_d2d": v for k, v in ratios.items()}
-    out["copy.stride32_over_stride1"] = record_stride(stride_bandwidth())
-    record_curves("ch03.offset_gbs", offset_bandwidth(), "o")
-    fractions = record_transpose(transpose_bandwidth())
-    out.update({f"transpose.{v}_over_copy": fractions[f"cupy_{v}"] for v in ("padded", "naive")})
-    for k, v in readonly_bandwidth().items():
-        bench.record(f"ch03.readonly_gbs.{k}", v, "GB/s")
-    return out
-
-
-if __name__ == "__main__":
-    import helpers
-    from helpers.reference import TARGETS_BY_NAME
-
-    helpers.start("03_memory_hierarchy", quiet=True)
-    for name, value in run_all().items():
-        t = TARGETS_BY_NAME[name]
-        verdict = {True: "met", False: "MISSED", None: "reported"}[t.met(value)]
-        print(f"{name:<30} {value:6.3f}  target {t.op} {t.value}  {verdict}")

@@ -1,5 +1,6 @@
-"""The measurements of chapter 4 (warp execution): divergence slowdowns, occupancy vs block size and
-vs shared memory per block (beside the theoretical occupancy), and the reductions.
+"""The measurements of chapter 4 (warp execution): divergence times, copy bandwidth vs block size and vs
+shared memory per block (beside the theoretical occupancy), and the reductions; the CUDA simulator's traces of
+divergence and of the reduction trees. ``experiments`` turns the GPU ones into table rows and records.
 
 Serves: chapter 4.
 """
@@ -12,7 +13,6 @@ from helpers import bench
 from helpers.device import require_gpu
 from helpers.chapters.ch03_memory_hierarchy.memory_bench import TIMING as COPY_TIMING
 from helpers.kernels.cuda_source import bound_launch, cupy_module
-from helpers.reference import stored_curve
 
 DIVERGENCE_N = 1 << 24
 DIVERGENCE_ITERS = 256
@@ -25,10 +25,13 @@ ATOMIC_TIMING = {"warmup": 1, "repeats": 5, "inner": 1}
 TIMING = {"warmup": 3, "repeats": 20}
 
 
-def divergence_times(n: int = DIVERGENCE_N, iters: int = DIVERGENCE_ITERS) -> dict[str, float]:
-    """Milliseconds of each branch mode and of the branch-free rewrite, cupy and numba."""
+def divergence_times(n: int = DIVERGENCE_N, iters: int = DIVERGENCE_ITERS,
+                     spreads: dict | None = None) -> dict[str, float]:
+    """Milliseconds of each branch mode and of the branch-free rewrite, cupy and numba (with `spreads`, a dict,
+    each one's p10..p90 over the timed samples goes there by the same key)."""
     require_gpu("the divergence benchmark")
     from helpers.kernels import divergence
+    from helpers.spread import of_timing
 
     cp = cupy_module()
     x, out = cp.ones(n, dtype=cp.float32), cp.empty(n, dtype=cp.float32)
@@ -36,16 +39,15 @@ def divergence_times(n: int = DIVERGENCE_N, iters: int = DIVERGENCE_ITERS) -> di
     blocks = divergence.launch.blocks_for(n, 256)
     res = {}
     for mode in (*divergence.MODES, "branch_free"):
-        res[f"cupy_{mode}"] = bench.timeit(lambda m=mode: divergence.cupy_divergence(x, out, iters, m),
-                                           backend="cupy", **TIMING).median_ms
+        timings = {f"cupy_{mode}": bench.timeit(lambda m=mode: divergence.cupy_divergence(x, out, iters, m),
+                                                backend="cupy", **TIMING)}
         k = (divergence.branch_free if mode == "branch_free" else divergence.BRANCHY[mode])[blocks, 256]
-        res[f"numba_{mode}"] = bench.timeit(lambda k=k: k(nx, no, iters), backend="numba", **TIMING).median_ms
+        timings[f"numba_{mode}"] = bench.timeit(lambda k=k: k(nx, no, iters), backend="numba", **TIMING)
+        for key, t in timings.items():
+            res[key] = t.median_ms
+            if spreads is not None:
+                spreads[key] = of_timing(t, lambda s: s * 1e3)
     return res
-
-
-def record_divergence(ms: dict[str, float]) -> dict[str, float]:
-    """Record times and slowdowns (time ÷ the same backend's all-path-A time); return the slowdowns."""
-    return bench.record_relative(ms, "ch04.divergence_ms", "ms", "ch04.divergence_slowdown", "uniform")
 
 
 def _registers(k: Any) -> int:
@@ -80,17 +82,6 @@ def occupancy_sweep(n: int = OCCUPANCY_N) -> dict[str, Any]:
     return {"block_size": blocks, "shared_kib": shared, "registers": regs}
 
 
-def record_occupancy(res: dict[str, Any]) -> None:
-    """Record ch04.blocksize_gbs.b<t>, ch04.blocksize_occupancy.b<t>, ch04.smem_gbs.k<KiB>, ..."""
-    for t, d in res["block_size"].items():
-        bench.record(f"ch04.blocksize_gbs.b{t}", d["gbs"], "GB/s")
-        bench.record(f"ch04.blocksize_occupancy.b{t}", d["occupancy"], "fraction")
-    for kib, d in res["shared_kib"].items():
-        bench.record(f"ch04.smem_gbs.k{kib}", d["gbs"], "GB/s")
-        bench.record(f"ch04.smem_occupancy.k{kib}", d["occupancy"], "fraction")
-    bench.record("ch04.copy_registers", res["registers"], "registers/thread")
-
-
 def reduction_bandwidth(n: int = REDUCE_N) -> dict[str, float]:
     """GB/s read (4n bytes) by each reduction, cupy and numba, and by torch.sum, checked against n."""
     require_gpu("the reduction benchmark")
@@ -120,12 +111,6 @@ def reduction_bandwidth(n: int = REDUCE_N) -> dict[str, float]:
     t = torch.ones(n, device="cuda")
     res["torch_sum"] = bench.gbs(lambda: t.sum(), 4 * n, "torch", **COPY_TIMING)
     return res
-
-
-def record_reductions(res: dict[str, float]) -> None:
-    """Record ch04.reduce_gbs.<backend>_<variant>."""
-    for k, v in res.items():
-        bench.record(f"ch04.reduce_gbs.{k}", v, "GB/s")
 
 
 def simulated_paths(threads: int = 64, iters: int = 2) -> list[dict]:
@@ -184,39 +169,3 @@ def plot_bandwidth_and_occupancy(res: dict[int, dict[str, float]], what: str, xl
     fig.tight_layout()
     plots.save_figure(fig, f"ch04 bandwidth vs {what}")
     return fig
-
-
-def plot_stored_occupancy(source: str = "h200") -> None:
-    """Redraw both stored occupancy sweeps, or say that they are not measured yet."""
-    from helpers.reference import stored_label
-
-    for what, prefix, xlabel in (("block size", "blocksize", "threads per block"),
-                                 ("shared memory per block", "smem", "KiB per block")):
-        bw, occ = stored_curve(f"ch04.{prefix}_gbs", source), stored_curve(f"ch04.{prefix}_occupancy", source)
-        if not bw:
-            print(f"Copy bandwidth vs {what}: not measured yet (no stored {source} reference).")
-            continue
-        plot_bandwidth_and_occupancy({x: {"gbs": bw[x], "occupancy": occ.get(x, float("nan"))} for x in bw},
-                                     what, xlabel, device=stored_label(source))
-
-
-def run_all() -> dict[str, float]:
-    """Every chapter 4 measurement on the GPU, recorded; returns the main ratios (a benchmark)."""
-    slow = record_divergence(divergence_times())
-    occ = occupancy_sweep()
-    record_occupancy(occ)
-    red = reduction_bandwidth()
-    record_reductions(red)
-    out = {f"divergence slowdown {k}": v for k, v in slow.items()}
-    out.update({f"copy GB/s, {t} threads": d["gbs"] for t, d in occ["block_size"].items()})
-    out.update({f"copy GB/s, {k} KiB shared": d["gbs"] for k, d in occ["shared_kib"].items()})
-    out.update({f"sum GB/s {k}": v for k, v in red.items()})
-    return out
-
-
-if __name__ == "__main__":
-    import helpers
-
-    helpers.start("04_warp_execution", quiet=True)
-    for name, value in run_all().items():
-        print(f"{name:<40} {value:10.3f}")

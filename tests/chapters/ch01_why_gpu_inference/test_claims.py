@@ -82,7 +82,10 @@ def test_cpu_bandwidth_is_measured_with_every_core(monkeypatch):
 
     calls = []
     monkeypatch.setattr(roofline, "measure_bandwidth_gbs", lambda *a, **k: calls.append(k.get("threads")) or 10.0)
-    assert readings.measure_cpu_bandwidth(nbytes=1 << 20, repeats=1) == (10.0, 10.0)
+    from helpers.chapters.ch01_why_gpu_inference import experiments
+
+    result = experiments.CPU_BANDWIDTH.run(nbytes=1 << 20, repeats=1)
+    assert [r["GB/s"] for r in result["bandwidth"]] == [10.0, 10.0]
     assert calls == [None, 1]  # None = every core this process may use
     assert [r.name for r in bench.session_records()] == [ch01.CPU_BW_ALL, ch01.CPU_BW_ONE]
     assert bench.session_records()[0].extra["threads"] == roofline.cpu_cores()

@@ -7,9 +7,11 @@ import math
 import pytest
 import torch
 
-from helpers import bench
+from helpers import bench, reference
 from helpers.chapters.ch01_why_gpu_inference import inference_speed as speed
+from helpers.chapters.ch01_why_gpu_inference import tables
 from helpers.errors import InputError, NoGPUError
+from tests.support.stored_tables import stored_tables_problems
 
 
 def test_crossover_batch():
@@ -21,35 +23,59 @@ def test_crossover_batch():
         speed.crossover_batch([1, 2], [1], [1, 2])
 
 
-def test_tiny_mlp_on_cpu_and_records_round_trip():
+def test_tiny_mlp_on_cpu_and_its_rows_round_trip(monkeypatch):
+    monkeypatch.delenv(bench.RESULTS_VAR, raising=False)
     model, make = speed.build("tiny_mlp")
     assert sum(p.numel() for p in model.parameters()) < 5000
     rows = [speed.measure(model, make, b, "cpu", name="tiny_mlp", warmup=1, repeats=3) for b in (1, 64)]
     assert all(r.ms > 0 for r in rows) and rows[1].items_per_s > 0
     n = len(bench.session_records())
-    speed.record(rows, prefix="test01")
-    recs = bench.session_records()[n:]
-    assert [r.name for r in recs] == ["test01.tiny_mlp.cpu_ms.b1", "test01.tiny_mlp.cpu_ms.b64"]
-    back = speed.from_records(recs)
+    recs = tables.LATENCY.record(tables.rows_of(rows))
+    assert [r.name for r in recs] == ["ch01.tiny_mlp.cpu_ms.b1", "ch01.tiny_mlp.cpu_ms.b64"]
+    back = tables.latencies(tables.LATENCY.stored_rows(bench.session_records()[n:]))
     assert [(r.model, r.mode, r.batch) for r in back] == [("tiny_mlp", "cpu", 1), ("tiny_mlp", "cpu", 64)]
 
 
-def test_from_records_parses_modes_and_dtypes():
+def test_old_latency_records_read_back_by_mode_and_dtype():
     recs = [bench.Record(n, 1.0, "ms", "x", "d") for n in (
         "ch01.bert_base.gpu_e2e_ms.b8", "ch01.bert_base.gpu_fp16_ms.b8", "ch01.speedup.bert_base.b8",
-        "ch01.tiny_mlp.crossover_batch")]
-    got = {(r.mode, r.dtype) for r in speed.from_records(recs)}
+        "ch01.tiny_mlp.crossover_batch", "ch01.cpu_bandwidth_all_cores_gbs")]
+    got = {(r.mode, r.dtype) for r in tables.latencies(tables.LATENCY.stored_rows(recs))}
     assert got == {("gpu_e2e", "fp32"), ("gpu", "fp16")}
+    assert tables.SPEEDUP.stored_rows(recs) == [{"model": "bert_base", "batch": 8, "CPU ÷ GPU end to end": 1.0}]
+    assert tables.BANDWIDTH.stored_rows(recs) == [{"copy": "cpu_bandwidth_all_cores", "GB/s": 1.0, "threads": None}]
 
 
-def test_speedups_and_crossover_recording():
+def test_speedups_and_crossover():
     res = [speed.Latency("m", "cpu", 1, 2.0), speed.Latency("m", "gpu_e2e", 1, 4.0),
            speed.Latency("m", "cpu", 8, 16.0), speed.Latency("m", "gpu_e2e", 8, 4.0)]
-    s = speed.record_speedups(res, prefix="test01")
-    assert s == {"test01.speedup.m.b1": 0.5, "test01.speedup.m.b8": 4.0}
-    assert speed.record_crossover(res, "m", prefix="test01") == 8
+    assert speed.speedup_rows(res) == [{"model": "m", "batch": 1, "CPU ÷ GPU end to end": 0.5},
+                                       {"model": "m", "batch": 8, "CPU ÷ GPU end to end": 4.0}]
+    assert speed.crossover(res, "m") == 8
     with pytest.raises(InputError):
-        speed.record_crossover(res[:3], "m", prefix="test01")
+        speed.crossover(res[:3], "m")
+
+
+def test_the_stored_runs_read_back_under_the_names_they_were_stored_with(monkeypatch):
+    monkeypatch.delenv(bench.RESULTS_VAR, raising=False)
+    monkeypatch.setitem(bench._session, "records", [])
+    for source in ("h200", "cpu"):
+        recs = reference.load(source)
+        stored = sorted(r.name for r in recs if r.name.startswith("ch01.") and "_ms.b" in r.name)
+        assert sorted(r.name for r in tables.LATENCY.record(tables.LATENCY.stored_rows(recs))) == stored
+        copies = sorted(r.name for r in recs if r.name in tables.COPIES)
+        assert sorted(r.name for r in tables.BANDWIDTH.record(tables.BANDWIDTH.stored_rows(recs))) == copies
+    assert stored_tables_problems({"ch01.speedup.": (tables.SPEEDUP, 4)}) == []
+
+
+def test_the_tiny_gpu_sweep_records_a_crossover_only_when_concluded(monkeypatch):
+    from helpers.chapters.ch01_why_gpu_inference import experiments as ex
+
+    cpu = tables.rows_of(speed.Latency("tiny_mlp", "cpu", b, b * 1.0, checked=True) for b in (1, 4, 16))
+    gpu = [speed.Latency("tiny_mlp", m, b, 5.0, checked=True) for m in ("gpu", "gpu_e2e") for b in (1, 4, 16)]
+    monkeypatch.setattr(speed, "sweep", lambda *a, **k: gpu)
+    assert ex._tiny_gpu(cpu, (1, 4, 16))["crossover"] == [{"model": "tiny_mlp", "crossover batch": 16.0}]
+    assert ex._tiny_gpu(cpu[:1] + [{**cpu[1], "ms": 0.1}, {**cpu[2], "ms": 0.1}], (1, 4, 16))["crossover"] == []
 
 
 def test_plot_marks_crossover():

@@ -1,10 +1,12 @@
-"""Chapter 3 sweeps on a GPU at small sizes (shape of the results, records), and the CPU fallbacks."""
+"""Chapter 3's measurements: on a GPU at small sizes through their Experiments, and the CPU fallbacks."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from helpers import bench, reference
+from helpers.chapters.ch03_memory_hierarchy import experiments as ex
 from helpers.chapters.ch03_memory_hierarchy import memory_bench as mb
 
 
@@ -22,27 +24,34 @@ def test_no_gpu_is_explained():
         pytest.skip("this machine has a GPU")
     with pytest.raises(NoGPUError):
         mb.copy_bandwidth(1024)
+    with pytest.raises(NoGPUError):
+        ex.COPY.run(stored=False)
+    assert mb.cupy_copy_checks(np.zeros(4, np.float32)) == [
+        "cupy copies (CUDA C): checked on a GPU only, and there is none here."]
 
 
 @pytest.mark.gpu
-def test_copy_and_stride_sweeps_small(monkeypatch):
+def test_copy_and_sweeps_small(monkeypatch):
     monkeypatch.delenv(bench.RESULTS_VAR, raising=False)
-    res = mb.copy_bandwidth(1 << 20)
-    assert {"torch_d2d", "cupy_float4", "numba_ilp4_u64"} <= set(res) and min(res.values()) > 0
-    ratios = mb.record_copy(res)
-    assert set(ratios) == {"cupy", "numba"}
-    strides = mb.stride_bandwidth((1, 32), 1 << 16)
-    assert mb.record_stride(strides) > 0
-    offsets = mb.offset_bandwidth((0, 1), 1 << 16)
-    assert set(offsets["numba"]) == {0, 1}
+    copies = ex.COPY.run(stored=False, n=1 << 20)
+    kernels = {r["kernel"] for r in copies["copy"]}
+    assert {"torch_d2d", "cupy_float4", "numba_ilp4_u64"} <= kernels and min(r["GB/s"] for r in copies["copy"]) > 0
+    assert copies.value("copy.cupy_over_d2d") > 0 and copies.value("copy.numba_over_d2d") > 0
+    strides = ex.STRIDE.run(stored=False, strides=(1, 32), n=1 << 16)
+    assert strides.value("copy.stride32_over_stride1") > 0
+    assert {r.name for r in strides.records} >= {"ch03.stride_gbs.s32", "ch03.stride_gbs_numba.s1"}
+    offsets = ex.OFFSET.run(stored=False, offsets=(0, 1), n=1 << 16)
+    assert ex.curves(offsets, "offset", "offset")["numba"].keys() == {0, 1}
+    assert all(c.startswith("cupy copy") and c.endswith("True") for c in mb.cupy_copy_checks(np.ones(4096, np.float32)))
 
 
 @pytest.mark.gpu
 def test_transpose_and_readonly_small(monkeypatch):
     monkeypatch.delenv(bench.RESULTS_VAR, raising=False)
-    fr = mb.record_transpose(mb.transpose_bandwidth(512))
+    tr = ex.TRANSPOSE.run(stored=False, n=512)
+    fr = {r["kernel"]: r["÷ tiled copy"] for r in tr["fraction"]}
     assert fr["cupy_copy"] == 1.0 and fr["numba_copy"] == 1.0
-    assert set(mb.readonly_bandwidth(1 << 16)) == {"plain", "restrict", "ldg"}
+    assert {r["loads"] for r in ex.READONLY.run(stored=False, n=1 << 16)["readonly"]} == {"plain", "restrict", "ldg"}
 
 
 @pytest.mark.gpu

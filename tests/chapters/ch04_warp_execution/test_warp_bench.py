@@ -1,4 +1,5 @@
-"""Chapter 4 sweeps: simulator tables here; small GPU sweeps and the lab 3 speed checks on a GPU."""
+"""Chapter 4 sweeps: simulator tables here; small GPU sweeps (through their Experiments) and the lab 3 speed
+checks on a GPU."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import pytest
 
 from helpers import bench
 
+from helpers.chapters.ch04_warp_execution import experiments as ex
 from helpers.chapters.ch04_warp_execution import warp_bench as wb
 
 
@@ -28,37 +30,15 @@ def test_occupancy_figure_is_complete():
     plt.close("all")
 
 
-def test_stored_occupancy_without_records(capsys, monkeypatch):
-    from helpers import reference
-
-    monkeypatch.setattr(reference, "load", lambda source="h200": ())
-    wb.plot_stored_occupancy()
-    assert capsys.readouterr().out.count("not measured yet") == 2
-
-
-def test_stored_occupancy_redraws_stored_records(capsys, monkeypatch):
-    import matplotlib.pyplot as plt
-
-    from helpers import reference
-
-    recs = tuple(bench.Record(f"ch04.blocksize_{k}.b{b}", v, "x", "GPU", "2026-01-01")
-                 for b in (32, 64) for k, v in (("gbs", 100.0 * b), ("occupancy", 0.5)))
-    monkeypatch.setattr(reference, "load", lambda source="h200": recs)
-    before = len(plt.get_fignums())
-    wb.plot_stored_occupancy()
-    out = capsys.readouterr().out
-    assert out.count("not measured yet") == 1 and len(plt.get_fignums()) == before + 1
-    plt.close("all")
-
-
 @pytest.mark.gpu
 def test_divergence_and_reductions_small(monkeypatch):
     monkeypatch.delenv(bench.RESULTS_VAR, raising=False)
-    slow = wb.record_divergence(wb.divergence_times(1 << 16, 8))
+    div = ex.DIVERGENCE.run(stored=False, n=1 << 16, iters=8)
+    slow = {r["kernel"]: r["slowdown"] for r in div["slowdown"]}
     assert slow["cupy_uniform"] == 1.0 and len(slow) == 10
-    red = wb.reduction_bandwidth(1 << 20)
-    assert {"cupy_shuffle", "numba_shuffle", "torch_sum"} <= set(red)
-    wb.record_reductions(red)
+    assert all(r["spread"] is not None for r in div["ms"])
+    red = {r["kernel"] for r in ex.REDUCTION.run(stored=False, n=1 << 20)["reduce"]}
+    assert {"cupy_shuffle", "numba_shuffle", "torch_sum"} <= red
 
 
 @pytest.mark.gpu
@@ -67,7 +47,8 @@ def test_occupancy_sweep_small(monkeypatch):
     res = wb.occupancy_sweep(1 << 20)
     assert set(res["block_size"]) == set(wb.BLOCK_SIZES) and set(res["shared_kib"]) == set(wb.SHARED_KIB)
     assert res["shared_kib"][226]["occupancy"] == 0.125
-    wb.record_occupancy(res)
+    occ = ex.OCCUPANCY.run(stored=False, n=1 << 20)
+    assert occ.value("ch04.copy_registers") > 0 and len(occ["smem_gbs"]) == len(wb.SHARED_KIB)
 
 
 @pytest.mark.gpu
