@@ -34,7 +34,7 @@ Worked example (a chapter package declares, the notebook cell runs and shows):
     result.show("copy", caption="Copy bandwidth")
     result.say("cupy copies at {r:.2f}× D2D: {verdict}.", {"r": "copy.cupy_over_d2d"}, findings.faster_slower("r"))
 
-Serves: core — used by chapters 9, 12.
+Serves: core — used by chapters 9, 10, 12.
 """
 
 from __future__ import annotations
@@ -244,17 +244,40 @@ class Experiment:
             recs.append(rec_mod.record(name, value, unit, **(s.extra() if s else {})))
         return Result(self, rows, "here", f"measured here: {device_label()}, {dt.date.today().isoformat()}", recs)
 
+    def _nearest(self) -> tuple[str | None, str]:
+        """(the stored GPU run nearest to this machine among those holding rows of this experiment, why it is
+        shown): ``reference.nearest_card`` over the cards that hold them (over all cards when none does)."""
+        from helpers import reference
+        from helpers.device import device_label
+
+        device = device_label()
+        holding = [c for c in reference.stored_cards()
+                   if any(t.stored_rows(reference.load(c)) for t in self.tables.values())]
+        card = reference.nearest_card(device)
+        if not holding or card in holding:
+            return card, reference.card_note(card, device) if card else ""
+        same = [c for c in holding if c.upper() in device.upper()]
+        if same:
+            return same[0], reference.card_note(same[0], device)
+        card = max(holding, key=lambda c: max(r.date for r in reference.load(c)))
+        return card, f"the newest stored GPU run that holds these rows (none stored for {device})"
+
     def _stored(self, card: str | None) -> "Result":
         from helpers import reference
 
-        source = card or (reference.nearest_card() if self.needs != "cpu" else "cpu")
+        note = ""
+        if card:
+            source: str | None = card
+        elif self.needs == "cpu":
+            source = "cpu"
+        else:
+            source, note = self._nearest()
         recs = list(reference.load(source)) if source else []
         rows = {k: t.stored_rows(recs) for k, t in self.tables.items()}
         if not recs:
             label = "no stored run holds these rows yet"
         else:
-            label = reference.stored_label(source) + (f"; {reference.card_note(source)}" if card is None and
-                                                      self.needs != "cpu" else "")
+            label = reference.stored_label(source) + (f"; {note}" if note else "")
         return Result(self, rows, source or "none", label, recs)
 
 
