@@ -98,3 +98,21 @@ def test_rows_of_keeps_the_declared_columns_only():
                                                "NHWC ms": 1.7, "device": "cpu"}])
     assert rows == [{"dtype": "float32", "NHWC speed-up": 1.2, "NCHW ms": 2.0, "NHWC ms": 1.7,
                      "output is NHWC for NCHW input": None, "NHWC speed-up spread": None}]
+
+
+def test_the_mixed_precision_speed_curve_gives_each_k_its_spread_and_round_trips():
+    import torch
+
+    from helpers.chapters.ch10_beyond_int8 import mixed_precision
+    from helpers.models.train import build_model
+
+    model = build_model("resnet_small", (1, 40), 10).eval()
+    order = [n for n, m in model.named_modules() if isinstance(m, (torch.nn.Conv1d, torch.nn.Linear))]
+    rows = tables.rows_of(tables.MIXED_SPEED, mixed_precision.speed_curve(model, order, torch.randn(4, 1, 40),
+                                                                          ks=(0, len(order)), repeats=2))
+    spreads = mixed_precision.speed_spreads(rows)
+    assert set(spreads) == {0, len(order)} and all(spreads[r["kept in FP"]].contains(r["speed vs float"]) for r in rows)
+    assert [r["batch"] for r in rows] == [4, 4]
+    recs = tables.MIXED_SPEED.record(rows)
+    assert [r.name for r in recs] == ["ch10.mixed.cuda.speed.k0", f"ch10.mixed.cuda.speed.k{len(order)}"]
+    assert tables.MIXED_SPEED.stored_rows(recs) == rows
