@@ -116,3 +116,57 @@ def test_the_mixed_precision_speed_curve_gives_each_k_its_spread_and_round_trips
     recs = tables.MIXED_SPEED.record(rows)
     assert [r.name for r in recs] == ["ch10.mixed.cuda.speed.k0", f"ch10.mixed.cuda.speed.k{len(order)}"]
     assert tables.MIXED_SPEED.stored_rows(recs) == rows
+
+
+def test_each_gpu_measure_turns_its_functions_rows_into_the_stored_names(monkeypatch, capsys):
+    """The GPU measures cannot run here: planted rows, shaped as the chapter's GPU functions return them, must
+    reach the records under the names the stored H200 run holds (and come back unchanged)."""
+    from helpers.chapters.ch10_beyond_int8 import layouts, mixed_precision, pipeline, sparsity
+
+    s = Spread(0.9, 1.1, "p10..p90 of 5 interleaved rounds")
+    gemm = {"dtype": "float16", "shape": "8x8x8", "dense ms": 1.0, "2:4 ms": 1.2, "speed-up": 0.8,
+            "dense TFLOP/s": 700.0, "2:4 dense-equivalent TFLOP/s": 600.0, "2:4 kernel": "SparseSemiStructuredTensorCUSPARSELT",
+            "speed-up spread": s}
+    monkeypatch.setattr(sparsity, "semi_structured_speed", lambda m, n, k, dtype: gemm if dtype == "float16" else
+                        {"skipped": "int8 2:4 kernels unavailable here"})
+    monkeypatch.setattr(sparsity, "dense_with_zeros_times", lambda m, n, k, device, repeats: {
+        "device": device, "dense ms": 1.0, "50% zeros ms": 1.0, "speed-up from zeros": 1.0,
+        "speed-up from zeros spread": s})
+    conv = {"device": "cuda", "dtype": "float16", "NCHW ms": 2.0, "NHWC ms": 1.0, "NHWC speed-up": 2.0,
+            "NHWC speed-up spread": s}
+    monkeypatch.setattr(layouts, "conv_layout_times", lambda *a, **kw: conv)
+    monkeypatch.setattr(layouts, "int8_pointwise_layout_times", lambda *a, **kw: {
+        **conv, "dtype": "int8 (_int_mm)", "GEMM MB": 3.0})
+    monkeypatch.setattr(pipeline, "split_layers_gain", lambda device, ks: [
+        {"conv blocks on the CPU": k, "KB per frame over PCIe": 1.0, "CPU stage ms/batch": 1.0,
+         "GPU stage ms/batch": 1.0, "pipelined fps": 9.0, "gain vs k=0": -0.1 * k,
+         "gain vs k=0 spread": None if k == 0 else s} for k in ks])
+    monkeypatch.setattr(pipeline, "pinned_vs_pageable", lambda sizes: [
+        {"size MB": mb, "pageable GB/s": 5.0, "pinned GB/s": 40.0, "pinned/pageable": 8.0,
+         "pinned/pageable spread": s} for mb in sizes])
+    monkeypatch.setattr(pipeline, "overlap_copy_compute", lambda chunks, chunk_mb: {
+        "copy ms": 1.0, "compute ms": 2.0, "serial ms": 3.0, "overlapped ms": 2.1, "speedup": 1.43, "bound": 1.5,
+        "chunk MB": chunk_mb, "chunks": chunks, "speedup spread": s})
+    monkeypatch.setattr(pipeline, "split_pipeline_gain", lambda device, size, batch: {
+        "device": device, "frames": 64, "preprocess ms/batch": 1.0, "infer ms/batch": 1.0, "sequential fps": 10.0,
+        "pipelined fps": 9.0, "gain": -0.1, "bound gain": 0.4, "CPU stage slowdown": 2.1,
+        "rounds beyond the bound": 0, "gain spread": s})
+    monkeypatch.setattr(mixed_precision, "speed_curve", lambda model, order, x, ks, device, calib: [
+        {"kept in FP": k, "ms": 1.0, "float ms": 0.5, "batch": 8, "speed vs float": 0.5, "speed vs float spread": s}
+        for k in ks])
+    mixed = {"model": None, "order": ["a", "b"], "x": None, "ks": [0, 2]}
+    expected = [(ch10.SPARSITY_GPU, {}, ["ch10.sparsity.fp16_24_over_dense", "ch10.sparsity.gpu_unstructured_speedup"]),
+                (ch10.LAYOUT_GPU, {}, ch10.LAYOUT_NAMES),
+                (ch10.SPLIT_GAIN, {}, ["ch10.pipeline.split_gain.k0", *ch10.SPLIT_NAMES]),
+                (ch10.PIPELINE_GPU, {}, ["ch10.pipeline.pinned_over_pageable_4",
+                                         "ch10.pipeline.pinned_over_pageable_64", *ch10.PIPE_NAMES[:3]]),
+                (ch10.MIXED_SPEED, mixed, ["ch10.mixed.cuda.speed.k0", "ch10.mixed.cuda.speed.k2"])]
+    for exp, kw, names in expected:
+        rows = exp.measure(**kw)
+        recs = [r for key, table in exp.tables.items() for r in table.record(rows[key])]
+        assert [r.name for r in recs] == names, exp.name
+        assert all(table.stored_rows(recs) == rows[key] for key, table in exp.tables.items()), exp.name
+    assert "int8 2:4 kernels unavailable here" in capsys.readouterr().out
+    video = ch10.PIPELINE_GPU.measure()["video"]
+    assert ch10.PIPELINE_GPU.derive({"video": video}) == {"ch10.pipeline.video_cpu_stage_slowdown": 2.1}
+    assert tables.VIDEO_GPU.record(video)[0].extra["bound"] == 0.4  # readings._bound reads it there
