@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from helpers.errors import InputError
-from helpers.findings import DISTURBED, NOT_RESOLVED, beyond_bound, compare, spread_of
+from helpers.findings import DISTURBED, NOT_RESOLVED, NOT_RESOLVED_ZH, beyond_bound, compare, spread_of
 from helpers.spread import Spread
 
 NOTES_SPLIT_GAIN = 0.15  # lecture notes §6.3: first 1-2 layers on the CPU, ~15% end to end for video
@@ -47,12 +47,37 @@ def _interval(s: Spread) -> str:
 def sparsity_recovery(rows: Sequence[Mapping[str, Any]]) -> str:
     """What pruning to 2:4 cost, how much the masked fine-tune won back and what INT8 on top changed, from the
     rows of the sparsity accuracy table (``tables.SPARSITY_ACC``, measured in this run)."""
-    acc = {r["variant"]: r["accuracy %"] for r in rows}
-    lost = acc["dense FP32"] - acc["2:4 pruned"]
-    left = acc["dense FP32"] - acc["2:4 + fine-tune"]
+    lost, left, int8 = recovery_points(rows)
     return (f"Pruning to 2:4 cost {lost:.1f} points of accuracy; the masked fine-tune leaves {left:.1f} points lost "
             f"({'most' if left < lost / 2 else 'part'} of the loss recovered); INT8 on top changes it by "
-            f"{acc['2:4 + fine-tune'] - acc['2:4 + fine-tune + INT8']:+.1f} points.")
+            f"{int8:+.1f} points.")
+
+
+def recovery_points(rows: Sequence[Mapping[str, Any]]) -> tuple[float, float, float]:
+    """(points lost by pruning, points still lost after the fine-tune, points INT8 then changes) of the sparsity
+    accuracy rows."""
+    acc = {r["variant"]: r["accuracy %"] for r in rows}
+    return (acc["dense FP32"] - acc["2:4 pruned"], acc["dense FP32"] - acc["2:4 + fine-tune"],
+            acc["2:4 + fine-tune"] - acc["2:4 + fine-tune + INT8"])
+
+
+ZEROS_WORDS = {  # (English, 中文) for each side of the zeros' speed-up
+    "inside": (f"{NOT_RESOLVED}: no speed-up, the zeros are multiplied like any other number",
+               f"{NOT_RESOLVED_ZH}：没有加速，零和其他数一样被相乘"),
+    "above": ("faster beyond the rounds' spread, yet a dense kernel does the same work on zeros: the machine's load "
+              "changed between calls (run it again)",
+              "超出各轮范围地更快，但稠密内核对零做的是同样的工作：两次调用之间机器负载变了（请重新运行）"),
+    "below": ("slower beyond the rounds' spread: the machine's load changed between calls (run it again)",
+              "超出各轮范围地更慢：两次调用之间机器负载变了（请重新运行）"),
+    "same": ("no speed-up, the zeros are multiplied like any other number", "没有加速，零和其他数一样被相乘"),
+}
+
+
+def zeros_side(row: Mapping[str, Any]) -> str:
+    """'inside' (the rounds' spread holds 1: not resolved), 'above', 'below' or, without a spread, 'same' (exactly
+    1), for a row of ``tables.ZEROS_CPU``."""
+    return compare(row["speed-up from zeros"], spread=row["speed-up from zeros spread"], tolerance=0.0,
+                   above="above", below="below", same="same", unresolved="inside")
 
 
 def unstructured_cpu(row: Mapping[str, Any]) -> str:
@@ -61,12 +86,7 @@ def unstructured_cpu(row: Mapping[str, Any]) -> str:
     r, zs = row["speed-up from zeros"], row["speed-up from zeros spread"]
     rounds = f" (rounds: {zs.lo:.2f}–{zs.hi:.2f}x)" if zs is not None else ""
     return (f"CPU dense {row['dense ms']:.2f} ms, with half the weights zero (unstructured) {row['50% zeros ms']:.2f} "
-            f"ms: {r:.2f}x{rounds}, " + compare(
-                r, spread=zs, tolerance=0.0,
-                unresolved=f"{NOT_RESOLVED}: no speed-up, the zeros are multiplied like any other number",
-                above="faster beyond the rounds' spread, yet a dense kernel does the same work on zeros: the "
-                      "machine's load changed between calls (run it again)",
-                below="slower beyond the rounds' spread: the machine's load changed between calls (run it again)"))
+            f"ms: {r:.2f}x{rounds}, {ZEROS_WORDS[zeros_side(row)][0]}")
 
 
 def sparsity_gain(values: Mapping[str, float]) -> str:

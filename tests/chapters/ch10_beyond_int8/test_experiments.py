@@ -125,7 +125,8 @@ def test_each_gpu_measure_turns_its_functions_rows_into_the_stored_names(monkeyp
 
     s = Spread(0.9, 1.1, "p10..p90 of 5 interleaved rounds")
     gemm = {"dtype": "float16", "shape": "8x8x8", "dense ms": 1.0, "2:4 ms": 1.2, "speed-up": 0.8,
-            "dense TFLOP/s": 700.0, "2:4 dense-equivalent TFLOP/s": 600.0, "2:4 kernel": "SparseSemiStructuredTensorCUSPARSELT",
+            "dense TFLOP/s": 700.0, "2:4 dense-equivalent TFLOP/s": 600.0,
+            "2:4 kernel": "SparseSemiStructuredTensorCUSPARSELT",
             "speed-up spread": s}
     monkeypatch.setattr(sparsity, "semi_structured_speed", lambda m, n, k, dtype: gemm if dtype == "float16" else
                         {"skipped": "int8 2:4 kernels unavailable here"})
@@ -170,3 +171,17 @@ def test_each_gpu_measure_turns_its_functions_rows_into_the_stored_names(monkeyp
     video = ch10.PIPELINE_GPU.measure()["video"]
     assert ch10.PIPELINE_GPU.derive({"video": video}) == {"ch10.pipeline.video_cpu_stage_slowdown": 2.1}
     assert tables.VIDEO_GPU.record(video)[0].extra["bound"] == 0.4  # readings._bound reads it there
+
+
+@pytest.mark.parametrize("lo, hi, en, zh", [(0.93, 1.03, "not resolved at this noise", "在此噪声下无法分辨"),
+                                            (1.02, 1.05, "machine's load changed", "机器负载变了")])
+def test_the_zeros_sentence_and_its_twin_are_judged_by_the_rounds_spread(lo, hi, en, zh):
+    from helpers.chapters.ch10_beyond_int8 import readings_zh
+
+    row = {"device": "cpu", "speed-up from zeros": 1.01, "dense ms": 2.0, "50% zeros ms": 1.98,
+           "speed-up from zeros spread": Spread(lo, hi, "p10..p90 of 10 interleaved rounds")}
+    assert en in readings.unstructured_cpu(row) and zh in readings_zh.unstructured_cpu(row)
+    rows = [{"variant": v, "accuracy %": a} for v, a in (("dense FP32", 51.0), ("2:4 pruned", 30.0),
+                                                         ("2:4 + fine-tune", 40.0), ("2:4 + fine-tune + INT8", 40.0))]
+    assert "part of the loss" in readings.sparsity_recovery(rows)
+    assert "部分损失被找回" in readings_zh.sparsity_recovery(rows)
