@@ -116,7 +116,8 @@ def test_without_the_hardware_it_shows_the_nearest_stored_card_and_says_which(mo
     assert "no stored GPU run holds these rows yet" in exp.run(stored=True).where()
 
 
-def test_when_the_nearest_card_holds_none_of_its_rows_the_nearest_one_that_does_is_shown(monkeypatch, session):
+def test_a_stored_card_without_the_experiments_rows_is_passed_over(monkeypatch, session):
+    """Old behaviour: a CPU learner was shown the newest card's run even where it holds none of the rows."""
     stored = {"h200": (Record("test.copy.d2d", 4000.0, "GB/s", "NVIDIA H200", "2026-11-30",
                               extra={"table": "test.copy", "kernel": "d2d"}),),
               "h100": (Record("other.thing", 1.0, "ratio", "NVIDIA H100 80GB HBM3", "2026-12-05"),)}
@@ -124,7 +125,9 @@ def test_when_the_nearest_card_holds_none_of_its_rows_the_nearest_one_that_does_
     monkeypatch.setattr("helpers.device.device_label", lambda: "CPU (x86_64, 2 cores)")
     result = _copy_experiment([], needs="gpu").run(stored=True)
     assert result.source == "h200" and result["copy"][0]["GB/s"] == 4000.0
-    assert "the newest stored GPU run that holds these rows" in result.where()
+    assert "newest stored GPU run that holds these rows" in result.where()
+    monkeypatch.setattr("helpers.device.device_label", lambda: "NVIDIA H100 80GB HBM3")
+    assert _copy_experiment([], needs="gpu").run(stored=True).source == "h200"  # its own card holds none
     assert _copy_experiment([], needs="gpu").run(stored=True, card="h100")["copy"] == []  # a named card is kept
 
 

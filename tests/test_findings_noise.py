@@ -87,12 +87,12 @@ def test_chapter_10_video_overlap_says_it_lost_and_why():
 
 
 def test_chapter_10_pipeline_stores_its_spread_and_times_the_cpu_stage():
-    from helpers.chapters.ch10_beyond_int8 import pipeline, rounds
+    from helpers.chapters.ch10_beyond_int8 import pipeline
 
     row = pipeline.split_pipeline_gain("cpu", size=32, batch=2, repeats=2)
-    extra = rounds.extra(row, "gain")
+    extra = row["gain spread"].extra()
     assert extra["lo"] <= row["gain"] <= extra["hi"] and row["CPU stage slowdown"] > 0
-    assert rounds.extra(pipeline.split_pipeline_gain("cpu", size=32, batch=2, repeats=1), "gain") == {}
+    assert pipeline.split_pipeline_gain("cpu", size=32, batch=2, repeats=1)["gain spread"] is None
 
 
 def test_a_target_inside_the_spread_is_not_met_nor_missed():

@@ -17,6 +17,7 @@ MIGRATED = ("12_language_models",
             "03_memory_hierarchy",
             "04_warp_execution",
             "09_deployment",
+            "10_beyond_int8",
             )
 RECORDERS = {"record", "record_relative"}  # helpers.records / helpers.bench names that write a record
 

@@ -24,8 +24,7 @@ from typing import Any
 import numpy as np
 from numba import cuda
 
-from helpers.bench import Timing, timeit_interleaved
-from helpers.chapters.ch10_beyond_int8.rounds import paired_ratio
+from helpers.bench import Rounds, interleaved
 from helpers.errors import InputError
 from helpers.quant.calibrators import _check_momentum, ema_amax, ema_update  # noqa: F401  (re-used here)
 from helpers.validation import require_float
@@ -203,12 +202,13 @@ def speed_encoder(d: int = 256, layers: int = 4, seq_len: int = 128) -> Any:
     return EncoderSmall(seq_len=seq_len, shape=shape).eval()
 
 
-def time_variants(models: dict[str, Any], x: Any, repeats: int = 10) -> dict[str, Timing]:
-    """The timing of each model on the same input, one call of each per round (interleaved), in this run."""
+def time_variants(models: dict[str, Any], x: Any, repeats: int = 10) -> Rounds:
+    """The timing of each model on the same input, one call of each per round (``helpers.bench.interleaved``)."""
     import torch
 
     with torch.inference_mode():
-        return timeit_interleaved({name: (lambda m=m: m(x)) for name, m in models.items()}, repeats=repeats)
+        return interleaved({name: (lambda m=m: m(x)) for name, m in models.items()}, rounds=repeats, clock="cpu",
+                           warmup=2)
 
 
 def runtime_scale_cost(x: Any, linear: Any, repeats: int = 50) -> dict[str, float]:
@@ -218,8 +218,9 @@ def runtime_scale_cost(x: Any, linear: Any, repeats: int = 50) -> dict[str, floa
     require_float(x, "x")
     dyn = dynamic_int8(torch.nn.Sequential(linear))[0]
     with torch.inference_mode():
-        t = timeit_interleaved({"amax": lambda: x.abs().amax(), "linear": lambda: dyn(x)}, repeats=repeats)
-    t_amax, t_lin = t["amax"].median_ms, t["linear"].median_ms
+        t = interleaved({"amax": lambda: x.abs().amax(), "linear": lambda: dyn(x)}, rounds=repeats, clock="cpu",
+                        warmup=2)
+    t_amax, t_lin = t.median_s("amax") * 1e3, t.median_s("linear") * 1e3
     return {"amax ms": t_amax, "dynamic linear ms": t_lin, "share": t_amax / t_lin}
 
 
@@ -242,7 +243,7 @@ def cpu_speed_study(d: int = 256, layers: int = 2, seq_len: int = 64, batch: int
 
     Returns {'ms': {variant: median ms}, 'vs FP32': {variant: FP32 ÷ variant time, the median of the rounds},
     'spread': {variant: that ratio's spread over the rounds}, 'amax share': share of one dynamic INT8 Linear
-    spent on its amax}.
+    spent on its amax, with 'amax ms' and 'dynamic linear ms'}.
     """
     import torch
     from tqdm.auto import tqdm
@@ -256,11 +257,12 @@ def cpu_speed_study(d: int = 256, layers: int = 2, seq_len: int = 64, batch: int
     bar.update()
     bar.set_postfix_str("timing the three models")
     t = time_variants(variants, x, repeats=repeats)
-    ratios = {k: paired_ratio(t, "FP32", k) for k in variants if k != "FP32"}
+    ratios = {k: t.ratio("FP32", k) for k in variants if k != "FP32"}
     bar.update()
     bar.set_postfix_str("timing the runtime amax")
     cost = runtime_scale_cost(torch.randn(batch * seq_len, d), torch.nn.Linear(d, 4 * d))
     bar.update()
     bar.close()
-    return {"ms": {k: v.median_ms for k, v in t.items()}, "vs FP32": {k: r for k, (r, _) in ratios.items()},
-            "spread": {k: sp for k, (_, sp) in ratios.items()}, "amax share": cost["share"]}
+    return {"ms": {k: t.median_s(k) * 1e3 for k in variants}, "vs FP32": {k: r for k, (r, _) in ratios.items()},
+            "spread": {k: sp for k, (_, sp) in ratios.items()}, "amax share": cost["share"],
+            "amax ms": cost["amax ms"], "dynamic linear ms": cost["dynamic linear ms"]}

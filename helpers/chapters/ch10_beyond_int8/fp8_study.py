@@ -4,9 +4,9 @@ INT8 has a uniform grid: great for bell-shaped weights, poor when one outlier st
 FP8 has a log-like grid (relative error ~2^-4 for E4M3, ~2^-3 for E5M2 everywhere in its range):
 it tolerates outliers, and loses to INT8 where values are evenly spread.
 FP8 Tensor Cores exist from Ada (8.9) and Hopper (9.0); elsewhere the GPU cells say so and skip.
-The speeds are timed in interleaved rounds (every round times each variant in turn): each ratio is the
-median of the rounds' ratios, with their spread in the row as '<key> spread' (``rounds``), and
-``record_speeds`` stores it with the ch10.fp8.* records.
+The speeds are timed in interleaved rounds (``helpers.bench.interleaved``: every round times each variant in
+turn): each ratio is the median of the rounds' ratios, with their spread in the row as '<key> spread', which
+the chapter's tables (``tables.FP8_GEMM``, ``tables.FP8_BERT``) store with the ch10.fp8.* records.
 
 Serves: chapter 10.
 """
@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from helpers.bench import Record, gemm_flops, record, tflops, timed_rounds, timeit
-from helpers.chapters.ch10_beyond_int8.rounds import PER_ROUND, ROUNDS, extra, with_spread
+from helpers.bench import gemm_flops, interleaved, tflops
+from helpers.chapters.ch10_beyond_int8 import PER_ROUND, ROUNDS
 from helpers.errors import InputError
 from helpers.quant.core import roundtrip
 from helpers.quant.fp8 import fp8_fake_quantize, fp8_scale
@@ -30,7 +30,6 @@ from helpers.spread import paired_ratio
 from helpers.validation import require_finite, require_float, require_int_range, require_nonempty
 
 FP8_MIN_CC = (8, 9)
-Timer = Callable[[Callable[[], Any]], float]  # seconds per call of one function, measured once
 
 
 def sample_tensors(n: int = 1 << 16, seed: int = 0) -> dict[str, np.ndarray]:
@@ -94,14 +93,10 @@ def fp8_support() -> tuple[bool, str]:
     return True, ""
 
 
-def gpu_timer(per_round: int = PER_ROUND) -> Timer:
-    """Seconds per call of a function: the median of `per_round` calls, CUDA events (``bench.timeit``)."""
-    return lambda fn: timeit(fn, backend="torch", warmup=1, repeats=per_round).median_s
-
-
-def _interleaved(fns: Mapping[str, Callable[[], Any]], timer: Timer, rounds: int) -> dict[str, list[float]]:
-    """Seconds per call of each function by `timer`, one value per interleaved round (helpers.bench.timed_rounds)."""
-    return timed_rounds({k: (lambda fn=fn: timer(fn)) for k, fn in fns.items()}, rounds)
+def gpu_rounds(fns: Mapping[str, Callable[[], Any]], rounds: int, per_round: int = PER_ROUND) -> dict[str, tuple]:
+    """Seconds per call of each function, one value per interleaved round (``helpers.bench.interleaved``, CUDA
+    events): each round's value is the median of `per_round` calls, after one untimed call."""
+    return dict(interleaved(fns, rounds=rounds, clock="torch", warmup=1, settle=1, per_round=per_round).seconds)
 
 
 def gemm_row(size: int, secs: Mapping[str, Sequence[float]]) -> dict:
@@ -111,7 +106,7 @@ def gemm_row(size: int, secs: Mapping[str, Sequence[float]]) -> dict:
     ratio, spread = paired_ratio(secs["bf16"], secs["fp8"])
     row = {"size": size, "BF16 TFLOP/s": tflops(flops, statistics.median(secs["bf16"])),
            "FP8 TFLOP/s": tflops(flops, statistics.median(secs["fp8"])), "FP8 / BF16": ratio}
-    return with_spread(row, "FP8 / BF16", spread)
+    return {**row, "FP8 / BF16 spread": spread}
 
 
 def gemm_speed(sizes: tuple[int, ...] = (2048, 4096, 8192), repeats: int = 20, rounds: int = ROUNDS) -> list[dict]:
@@ -122,8 +117,8 @@ def gemm_speed(sizes: tuple[int, ...] = (2048, 4096, 8192), repeats: int = 20, r
         raise InputError(f"FP8 GEMM skipped: {why}.")
     from helpers.perf.gemm import gemm_fn
 
-    timer = gpu_timer(max(1, repeats // rounds))
-    return [gemm_row(s, _interleaved({p: gemm_fn(p, s, s, s) for p in ("bf16", "fp8")}, timer, rounds))
+    per_round = max(1, repeats // rounds)
+    return [gemm_row(s, gpu_rounds({p: gemm_fn(p, s, s, s) for p in ("bf16", "fp8")}, rounds, per_round))
             for s in sizes]
 
 
@@ -142,7 +137,7 @@ def bert_result(secs: Mapping[str, Sequence[float]], cosine: Mapping[str, float]
     for key, other in (("FP8 / BF16 speed", "FP8 (_scaled_mm)"), ("INT8 / BF16 speed", best)):
         ratio, spread = paired_ratio(secs["BF16"], secs[other])
         out[key] = ratio
-        with_spread(out, key, spread)
+        out[f"{key} spread"] = spread
     return out
 
 
@@ -177,18 +172,5 @@ def bert_speed(batch: int = 32, seq_len: int = 128, repeats: int = 20, rounds: i
         cosine = {name: float(torch.nn.functional.cosine_similarity(ref, m(**kw)[0].float().flatten(), dim=0))
                   for name, m in variants.items()}
         graphs = {name: cuda_graph(lambda m=m: m(**kw)) for name, m in variants.items()}
-        secs = _interleaved(graphs, gpu_timer(max(1, repeats // rounds)), rounds)
+        secs = gpu_rounds(graphs, rounds, max(1, repeats // rounds))
     return bert_result(secs, cosine, batch, seq_len)
-
-
-def record_speeds(gemm_rows: Sequence[Mapping[str, Any]], bert: Mapping[str, Any]) -> list[Record]:
-    """Record ch10.fp8.gemm_fp8_over_bf16 (the largest size), ch10.fp8.bert_fp8_over_bf16 and
-    ch10.fp8.bert_int8_over_bf16, each with the spread of its interleaved rounds."""
-    if not gemm_rows:
-        raise InputError("record_speeds needs the rows of gemm_speed(...); got none.")
-    g = max(gemm_rows, key=lambda r: r["size"])
-    return [record("ch10.fp8.gemm_fp8_over_bf16", g["FP8 / BF16"], "ratio", size=g["size"], **extra(g, "FP8 / BF16")),
-            record("ch10.fp8.bert_fp8_over_bf16", bert["FP8 / BF16 speed"], "ratio", batch=bert["batch"],
-                   seq=bert["seq"], **extra(bert, "FP8 / BF16 speed")),
-            record("ch10.fp8.bert_int8_over_bf16", bert["INT8 / BF16 speed"], "ratio", batch=bert["batch"],
-                   seq=bert["seq"], path=bert["INT8 best"], **extra(bert, "INT8 / BF16 speed"))]

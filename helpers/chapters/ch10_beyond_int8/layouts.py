@@ -12,8 +12,8 @@ import copy
 import warnings
 from typing import Any
 
-from helpers.bench import timeit_interleaved
-from helpers.chapters.ch10_beyond_int8.rounds import ROUNDS, paired_ratio, speed_ratio, with_spread
+from helpers.bench import interleaved
+from helpers.chapters.ch10_beyond_int8 import ROUNDS
 from helpers.errors import InputError
 from helpers.validation import require_choice, require_int_range
 
@@ -27,18 +27,17 @@ def _torch() -> Any:
 
 def _times(fns: dict, backend: str, repeats: int) -> dict[str, Any]:
     """'NCHW ms', 'NHWC ms' and the 'NHWC speed-up' (NCHW ÷ NHWC time, the median of interleaved rounds) with
-    its spread as 'NHWC speed-up spread': one call of each per round on the CPU, CUDA events on the GPU."""
+    its spread as 'NHWC speed-up spread': one call of each per round on the CPU, CUDA events on the GPU
+    (``helpers.bench.interleaved``)."""
     torch = _torch()
     with torch.inference_mode():
         if backend == "cpu":
-            t = timeit_interleaved(fns, repeats=repeats)
-            ratio, spread = paired_ratio(t, "NCHW", "NHWC")
-            ms = {"NCHW ms": t["NCHW"].median_ms, "NHWC ms": t["NHWC"].median_ms}
+            r = interleaved(fns, rounds=repeats, clock="cpu", warmup=2)
         else:
-            ratio, spread, both = speed_ratio(fns["NCHW"], fns["NHWC"], backend=backend,
-                                              per_round=max(1, repeats // ROUNDS))
-            ms = {"NCHW ms": both["base ms"], "NHWC ms": both["other ms"]}
-    return with_spread({**ms, "NHWC speed-up": ratio}, "NHWC speed-up", spread)
+            r = interleaved(fns, rounds=ROUNDS, clock=backend, warmup=2, settle=1, per_round=max(1, repeats // ROUNDS))
+    ratio, spread = r.ratio("NCHW", "NHWC")
+    return {"NCHW ms": r.median_s("NCHW") * 1e3, "NHWC ms": r.median_s("NHWC") * 1e3, "NHWC speed-up": ratio,
+            "NHWC speed-up spread": spread}
 
 
 def _check_shape(batch: int, channels: int, size: int) -> None:

@@ -14,9 +14,10 @@ import copy
 from collections.abc import Sequence
 from typing import Any
 
-from helpers.chapters.ch10_beyond_int8.rounds import ROUNDS, row_spread, speed_ratio, with_spread
+from helpers.bench import interleaved
+from helpers.chapters.ch10_beyond_int8 import ROUNDS
 from helpers.errors import InputError
-from helpers.spread import Spread, of_record
+from helpers.spread import Spread
 
 
 def speed_curve(model: Any, order: Sequence[str], x: Any, *, ks: Sequence[int], device: str = "cpu",
@@ -56,10 +57,11 @@ def speed_curve(model: Any, order: Sequence[str], x: Any, *, ks: Sequence[int], 
                 raise InputError(f"k={k} is outside 0..{len(order)}.")
             int8_layers = {n: a for n, a in amax.items() if n in order[k:] and _int8_ok(layers[n])}
             m = to_int8(base, int8_layers)
-            ratio, spread, ms = speed_ratio(lambda: base(xd), lambda m=m: m(xd), backend=backend,
-                                            per_round=max(1, repeats // ROUNDS))
-            rows.append(with_spread({"kept in FP": k, "ms": ms["other ms"], "float ms": ms["base ms"],
-                                     "speed vs float": ratio}, "speed vs float", spread))
+            r = interleaved({"float": lambda: base(xd), "mixed": lambda m=m: m(xd)}, rounds=ROUNDS, clock=backend,
+                            warmup=2, settle=1, per_round=max(1, repeats // ROUNDS))
+            ratio, spread = r.ratio("float", "mixed")
+            rows.append({"kept in FP": k, "ms": r.median_s("mixed") * 1e3, "float ms": r.median_s("float") * 1e3,
+                         "batch": len(xd), "speed vs float": ratio, "speed vs float spread": spread})
     return rows
 
 
@@ -101,17 +103,14 @@ def plot_tradeoff(acc_rows: Sequence[dict], speed_rows: Sequence[dict] | None, *
     return fig
 
 
-def stored_speed_rows(source: str = "h200") -> list[dict]:
-    """The GPU speed curve from the stored reference run (records ch10.mixed.cuda.speed.k<k>), by k, with the
-    spread each record stores (none for runs stored before spreads were)."""
-    from helpers.reference import lookup_all
-
-    prefix = "ch10.mixed.cuda.speed.k"
-    rows = [with_spread({"kept in FP": int(r.name[len(prefix):]), "speed vs float": r.value}, "speed vs float",
-                        of_record(r)) for r in lookup_all(prefix, source) if r.name[len(prefix):].isdigit()]
-    return sorted(rows, key=lambda r: r["kept in FP"])
+def tradeoff_rows(acc_rows: Sequence[dict], speed_rows: Sequence[dict]) -> list[dict]:
+    """One row per k: layers kept in floating point, the accuracy of this run and the GPU speed vs FP16 (None
+    where the speed table has no row for that k)."""
+    speed = {r["kept in FP"]: r["speed vs float"] for r in speed_rows}
+    return [{"kept in FP": a["kept in FP"], "accuracy %": a["accuracy %"], "fp layers": a["fp layers"],
+             "speed vs FP16": speed.get(a["kept in FP"])} for a in acc_rows]
 
 
 def speed_spreads(rows: Sequence[dict]) -> dict[int, Spread]:
-    """{k: spread of 'speed vs float'} for the rows that carry one (helpers.chapters.ch10_beyond_int8.rounds)."""
-    return {r["kept in FP"]: s for r in rows if (s := row_spread(r, "speed vs float")) is not None}
+    """{k: spread of 'speed vs float'} for the rows that carry one (a row stored before spreads were has none)."""
+    return {r["kept in FP"]: s for r in rows if isinstance(s := r.get("speed vs float spread"), Spread)}

@@ -24,8 +24,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from helpers import figure_check, findings
-from helpers.bench import timeit
-from helpers.chapters.ch10_beyond_int8 import rounds as rounds_mod
+from helpers.bench import interleaved, round_robin, timeit
+from helpers.chapters.ch10_beyond_int8 import PER_ROUND, ROUNDS
 from helpers.chapters.ch10_beyond_int8.video_stages import pcie_bytes_per_frame, split_stages, video_stages
 from helpers.device import require_gpu
 from helpers.errors import InputError
@@ -49,18 +49,19 @@ def _h2d_copy(size_mb: int, pinned: bool) -> Callable[[], Any]:
     return lambda: dev.copy_(host, non_blocking=pinned)
 
 
-def pinned_vs_pageable(sizes_mb: Sequence[int] = (4, 64, 256), *, rounds: int = rounds_mod.ROUNDS) -> list[dict]:
+def pinned_vs_pageable(sizes_mb: Sequence[int] = (4, 64, 256), *, rounds: int = ROUNDS) -> list[dict]:
     """Rows of size, pageable GB/s, pinned GB/s and pinned/pageable for each host buffer size; the two
     copies are timed in interleaved rounds, and 'pinned/pageable spread' is the rounds' spread."""
     require_gpu("A host-to-device bandwidth measurement")
     rows = []
     for mb in sizes_mb:
         require_int_range(mb, 1, 16384, "size_mb")
-        ratio, spread, ms = rounds_mod.speed_ratio(_h2d_copy(mb, False), _h2d_copy(mb, True), backend="torch",
-                                                   rounds=rounds)
-        row = {"size MB": mb, "pageable GB/s": (mb << 20) / ms["base ms"] / 1e6,
-               "pinned GB/s": (mb << 20) / ms["other ms"] / 1e6, "pinned/pageable": ratio}
-        rows.append(rounds_mod.with_spread(row, "pinned/pageable", spread))
+        r = interleaved({"pageable": _h2d_copy(mb, False), "pinned": _h2d_copy(mb, True)}, rounds=rounds,
+                        clock="torch", warmup=2, settle=1, per_round=PER_ROUND)
+        ratio, spread = r.ratio("pageable", "pinned")
+        rows.append({"size MB": mb, "pageable GB/s": (mb << 20) / r.median_s("pageable") / 1e9,
+                     "pinned GB/s": (mb << 20) / r.median_s("pinned") / 1e9, "pinned/pageable": ratio,
+                     "pinned/pageable spread": spread})
     return rows
 
 
@@ -72,7 +73,7 @@ def overlap_bound(copy_s: float, compute_s: float) -> float:
 
 
 def overlap_copy_compute(chunks: int = 8, chunk_mb: int = 64, matmuls: int = 2, repeats: int = 10,
-                         rounds: int = rounds_mod.ROUNDS) -> dict:
+                         rounds: int = ROUNDS) -> dict:
     """Stream H2D copies of `chunks` pinned FP16 chunks and a matmul on each: serial vs double-buffered.
 
     Serial: copy, then compute, on one stream. Overlapped: copies on one stream, compute on another,
@@ -130,14 +131,15 @@ def overlap_copy_compute(chunks: int = 8, chunk_mb: int = 64, matmuls: int = 2, 
 
     t = {name: timeit(fn, backend="torch", warmup=2, repeats=repeats).median_s
          for name, fn in (("copy", copy_only), ("compute", compute_only))}
-    speedup, spread, ms = rounds_mod.speed_ratio(serial, overlapped, backend="torch", rounds=rounds)
-    row = {
+    r = interleaved({"serial": serial, "overlapped": overlapped}, rounds=rounds, clock="torch", warmup=2, settle=1,
+                    per_round=PER_ROUND)
+    speedup, spread = r.ratio("serial", "overlapped")
+    return {
         "copy ms": t["copy"] * 1e3, "compute ms": t["compute"] * 1e3,
-        "serial ms": ms["base ms"], "overlapped ms": ms["other ms"],
+        "serial ms": r.median_s("serial") * 1e3, "overlapped ms": r.median_s("overlapped") * 1e3,
         "speedup": speedup, "bound": overlap_bound(t["copy"], t["compute"]),
-        "chunk MB": chunk_mb, "chunks": chunks,
+        "chunk MB": chunk_mb, "chunks": chunks, "speedup spread": spread,
     }
-    return rounds_mod.with_spread(row, "speedup", spread)
 
 
 def run_two_stage(stage_a: Callable[[Any], Any], stage_b: Callable[[Any], Any], items: Iterable[Any],
@@ -180,7 +182,7 @@ def run_two_stage(stage_a: Callable[[Any], Any], stage_b: Callable[[Any], Any], 
 _END = object()
 
 
-def split_layers_gain(device: str, ks: Sequence[int] = (0, 1, 2), *, rounds: int = rounds_mod.ROUNDS,
+def split_layers_gain(device: str, ks: Sequence[int] = (0, 1, 2), *, rounds: int = ROUNDS,
                       size: int = 224, batch: int = 8, width: int = 32) -> list[dict]:
     """Pipelined frames/s with the first k conv blocks on the CPU, per k, and the gain over k = 0.
 
@@ -190,17 +192,15 @@ def split_layers_gain(device: str, ks: Sequence[int] = (0, 1, 2), *, rounds: int
     """
     if not ks or 0 not in ks:
         raise InputError(f"ks must include 0 (the baseline without a split); got {list(ks)}.")
-    require_int_range(rounds, 1, 100, "rounds")
+    require_int_range(rounds, 2, 100, "rounds (at least 2 give a spread)")
     stages = {k: split_stages(device, k, size=size, batch=batch, width=width) for k in ks}
     stage_s = {}
     for k, (pre, post, frames) in stages.items():
         _pipelined(pre, post, frames[:4], device)  # warm-up (the pinned buffers of a full queue too)
         xs = [pre(f) for f in frames]
         stage_s[k] = (min(_stage_time(pre, frames) for _ in range(2)), min(_stage_time(post, xs) for _ in range(2)))
-    secs: dict[int, list[float]] = {k: [] for k in ks}
-    for _ in range(rounds):  # interleaved: a slow moment of the machine slows every k of this round
-        for k, (pre, post, frames) in stages.items():
-            secs[k].append(_pipelined(pre, post, frames, device)[0])
+    # interleaved (helpers.bench.round_robin): a slow moment of the machine slows every k of this round
+    secs = round_robin({k: (lambda s=s: _pipelined(s[0], s[1], s[2], device)[0]) for k, s in stages.items()}, rounds)
     rows = []
     for k, (pre, post, frames) in stages.items():
         ratio, spread = paired_ratio(secs[0], secs[k])  # k = 0 time ÷ k time: > 1 when the split is faster
@@ -209,8 +209,9 @@ def split_layers_gain(device: str, ks: Sequence[int] = (0, 1, 2), *, rounds: int
                "CPU stage ms/batch": stage_s[k][0] / len(frames) * 1e3,
                f"{'GPU' if device == 'cuda' else 'rest (CPU)'} stage ms/batch": stage_s[k][1] / len(frames) * 1e3,
                "pipelined fps": len(frames) * batch / statistics.median(secs[k]), "gain vs k=0": ratio - 1}
-        gain = None if spread is None or k == 0 else Spread(spread.lo - 1, spread.hi - 1, spread.method)
-        rows.append(rounds_mod.with_spread(row, "gain vs k=0", gain))
+        row["gain vs k=0 spread"] = None if spread is None or k == 0 else Spread(spread.lo - 1, spread.hi - 1,
+                                                                                 spread.method)
+        rows.append(row)
     return rows
 
 
@@ -291,8 +292,9 @@ def _split_pipeline_gain(device: str, repeats: int, **kwargs: Any) -> dict:
         "gain": statistics.median(gains), "bound gain": bound_gain,
         "CPU stage slowdown": statistics.median(inside) / t_pre,
         "rounds beyond the bound": len(check.persistent),  # still beyond it after measuring again: disturbed
+        "gain spread": spread,
     }
-    return rounds_mod.with_spread(row, "gain", spread)
+    return row
 
 
 def _stage_time(fn: Callable[[Any], Any], xs: Sequence[Any]) -> float:

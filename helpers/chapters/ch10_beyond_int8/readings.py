@@ -3,8 +3,8 @@
 Each function takes the measured values (live, or stored and labelled by helpers.findings) and
 returns the words of the verdict, so the notebook's explanation is the same with or without a GPU
 and can never disagree with the table above it. A speed ratio is judged by the spread of its
-interleaved rounds (``rounds``, stored with the record): one whose spread holds 1 is "not resolved at
-this noise", never "faster" or "no change". A record stored without a spread is read by its bare
+interleaved rounds (``helpers.bench.interleaved``, stored with the record): one whose spread holds 1 is
+"not resolved at this noise", never "faster" or "no change". A record stored without a spread is read by its bare
 number, and the verdict says that its noise is unknown (``NO_SPREAD``).
 
 Serves: chapter 10.
@@ -12,10 +12,11 @@ Serves: chapter 10.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from helpers.errors import InputError
-from helpers.findings import DISTURBED, NOT_RESOLVED, beyond_bound, spread_of
+from helpers.findings import DISTURBED, NOT_RESOLVED, NOT_RESOLVED_ZH, beyond_bound, compare, spread_of
 from helpers.spread import Spread
 
 NOTES_SPLIT_GAIN = 0.15  # lecture notes §6.3: first 1-2 layers on the CPU, ~15% end to end for video
@@ -41,6 +42,51 @@ def side(spread: Spread | None, limit: float = 1.0) -> str:
 def _interval(s: Spread) -> str:
     """'0.98–1.10×' for a ratio's spread."""
     return f"{s.lo:.2f}–{s.hi:.2f}×"
+
+
+def sparsity_recovery(rows: Sequence[Mapping[str, Any]]) -> str:
+    """What pruning to 2:4 cost, how much the masked fine-tune won back and what INT8 on top changed, from the
+    rows of the sparsity accuracy table (``tables.SPARSITY_ACC``, measured in this run)."""
+    lost, left, int8 = recovery_points(rows)
+    return (f"Pruning to 2:4 cost {lost:.1f} points of accuracy; the masked fine-tune leaves {left:.1f} points lost "
+            f"({'most' if left < lost / 2 else 'part'} of the loss recovered); INT8 on top changes it by "
+            f"{int8:+.1f} points.")
+
+
+def recovery_points(rows: Sequence[Mapping[str, Any]]) -> tuple[float, float, float]:
+    """(points lost by pruning, points still lost after the fine-tune, points INT8 then changes) of the sparsity
+    accuracy rows."""
+    acc = {r["variant"]: r["accuracy %"] for r in rows}
+    return (acc["dense FP32"] - acc["2:4 pruned"], acc["dense FP32"] - acc["2:4 + fine-tune"],
+            acc["2:4 + fine-tune"] - acc["2:4 + fine-tune + INT8"])
+
+
+ZEROS_WORDS = {  # (English, 中文) for each side of the zeros' speed-up
+    "inside": (f"{NOT_RESOLVED}: no speed-up, the zeros are multiplied like any other number",
+               f"{NOT_RESOLVED_ZH}：没有加速，零和其他数一样被相乘"),
+    "above": ("faster beyond the rounds' spread, yet a dense kernel does the same work on zeros: the machine's load "
+              "changed between calls (run it again)",
+              "超出各轮范围地更快，但稠密内核对零做的是同样的工作：两次调用之间机器负载变了（请重新运行）"),
+    "below": ("slower beyond the rounds' spread: the machine's load changed between calls (run it again)",
+              "超出各轮范围地更慢：两次调用之间机器负载变了（请重新运行）"),
+    "same": ("no speed-up, the zeros are multiplied like any other number", "没有加速，零和其他数一样被相乘"),
+}
+
+
+def zeros_side(row: Mapping[str, Any]) -> str:
+    """'inside' (the rounds' spread holds 1: not resolved), 'above', 'below' or, without a spread, 'same' (exactly
+    1), for a row of ``tables.ZEROS_CPU``."""
+    return compare(row["speed-up from zeros"], spread=row["speed-up from zeros spread"], tolerance=0.0,
+                   above="above", below="below", same="same", unresolved="inside")
+
+
+def unstructured_cpu(row: Mapping[str, Any]) -> str:
+    """The CPU matmul with half its weights zero against the dense one (``tables.ZEROS_CPU``'s row), judged by
+    the spread of its interleaved rounds: a dense kernel multiplies zeros like any other number."""
+    r, zs = row["speed-up from zeros"], row["speed-up from zeros spread"]
+    rounds = f" (rounds: {zs.lo:.2f}–{zs.hi:.2f}x)" if zs is not None else ""
+    return (f"CPU dense {row['dense ms']:.2f} ms, with half the weights zero (unstructured) {row['50% zeros ms']:.2f} "
+            f"ms: {r:.2f}x{rounds}, {ZEROS_WORDS[zeros_side(row)][0]}")
 
 
 def sparsity_gain(values: Mapping[str, float]) -> str:

@@ -6,7 +6,8 @@ Serves: chapter 10.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from helpers.chapters.ch10_beyond_int8 import readings as en
 from helpers.chapters.ch10_beyond_int8.readings import ABOVE, BELOW, INSIDE, UNKNOWN, side
@@ -20,6 +21,21 @@ BARE = "按数字看，"  # "by the numbers": a record without a spread
 def _bare(text: str, known: bool) -> str:
     """`text`, or the same by the bare numbers with the note that no spread is stored."""
     return text if known else f"{BARE}{text}；{NO_SPREAD_ZH}"
+
+
+def sparsity_recovery(rows: Sequence[Mapping[str, Any]]) -> str:
+    """``readings.sparsity_recovery`` in Chinese."""
+    lost, left, int8 = en.recovery_points(rows)
+    return (f"剪枝到 2:4 损失 {lost:.1f} 个百分点的准确率；保持掩码微调后仍损失 {left:.1f} 个百分点"
+            f"（{'大部分' if left < lost / 2 else '部分'}损失被找回）；再加 INT8 使其变化 {int8:+.1f} 个百分点。")
+
+
+def unstructured_cpu(row: Mapping[str, Any]) -> str:
+    """``readings.unstructured_cpu`` in Chinese."""
+    r, zs = row["speed-up from zeros"], row["speed-up from zeros spread"]
+    rounds = f"（各轮 {_x(zs)}）" if zs is not None else ""
+    return (f"CPU 稠密矩阵乘 {row['dense ms']:.2f} ms，一半权重为零（非结构化）{row['50% zeros ms']:.2f} ms："
+            f"{r:.2f} 倍{rounds}，{en.ZEROS_WORDS[en.zeros_side(row)][1]}")
 
 
 def sparsity_gain(values: Mapping[str, float]) -> str:

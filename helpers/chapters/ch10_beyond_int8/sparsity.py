@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from helpers.bench import timeit_interleaved
-from helpers.chapters.ch10_beyond_int8.rounds import ROUNDS, paired_ratio, speed_ratio, with_spread
+from helpers.bench import interleaved
+from helpers.chapters.ch10_beyond_int8 import ROUNDS
 from helpers.errors import InputError
 from helpers.validation import require_choice, require_float, require_int_range
 
@@ -135,8 +135,8 @@ def dense_with_zeros_times(m: int = 1024, n: int = 1024, k: int = 1024, device: 
                            repeats: int = 20) -> dict:
     """Dense matmul time with a full weight vs the same weight 50% zero (unstructured): the zeros are not skipped.
 
-    'speed-up from zeros' is the median over interleaved rounds of dense ÷ zeros time, with the rounds'
-    spread as 'speed-up from zeros spread' (``rounds.extra(row, 'speed-up from zeros')`` stores it).
+    'speed-up from zeros' is the median over interleaved rounds (``helpers.bench.interleaved``) of dense ÷ zeros
+    time, with the rounds' spread as 'speed-up from zeros spread' (the table ``tables.ZEROS_*`` stores it).
     """
     require_choice(device, ("cpu", "cuda"), "device")
     torch = _torch()
@@ -146,15 +146,12 @@ def dense_with_zeros_times(m: int = 1024, n: int = 1024, k: int = 1024, device: 
     w_sparse = w * mask_unstructured(w.float(), 0.5).to(dt)
     fns = {"dense": lambda: x @ w.t(), "zeros": lambda: x @ w_sparse.t()}
     if device == "cuda":
-        ratio, spread, ms = speed_ratio(fns["dense"], fns["zeros"], backend="torch",
-                                        per_round=max(1, repeats // ROUNDS))
-        ms_dense, ms_zero = ms["base ms"], ms["other ms"]
+        r = interleaved(fns, rounds=ROUNDS, clock="torch", warmup=2, settle=1, per_round=max(1, repeats // ROUNDS))
     else:
-        t = timeit_interleaved(fns, repeats=repeats)
-        ratio, spread = paired_ratio(t, "dense", "zeros")
-        ms_dense, ms_zero = t["dense"].median_ms, t["zeros"].median_ms
-    return with_spread({"device": device, "dense ms": ms_dense, "50% zeros ms": ms_zero,
-                        "speed-up from zeros": ratio}, "speed-up from zeros", spread)
+        r = interleaved(fns, rounds=repeats, clock="cpu", warmup=2)
+    ratio, spread = r.ratio("dense", "zeros")
+    return {"device": device, "dense ms": r.median_s("dense") * 1e3, "50% zeros ms": r.median_s("zeros") * 1e3,
+            "speed-up from zeros": ratio, "speed-up from zeros spread": spread}
 
 
 def semi_structured_speed(m: int = 8192, n: int = 8192, k: int = 8192, dtype: str = "float16",
@@ -193,13 +190,15 @@ def semi_structured_speed(m: int = 8192, n: int = 8192, k: int = 8192, dtype: st
         sparse()
     except Exception as exc:  # noqa: BLE001 - the backend's refusal is the answer
         return {"skipped": f"{dtype} 2:4 kernels unavailable here: {type(exc).__name__}: {str(exc)[:160]}"}
-    ratio, spread, ms = speed_ratio(dense, sparse, backend="torch", per_round=max(1, repeats // ROUNDS))
-    t_dense, t_sparse = ms["base ms"] / 1e3, ms["other ms"] / 1e3
+    r = interleaved({"dense": dense, "2:4": sparse}, rounds=ROUNDS, clock="torch", warmup=2, settle=1,
+                    per_round=max(1, repeats // ROUNDS))
+    ratio, spread = r.ratio("dense", "2:4")
+    t_dense, t_sparse = r.median_s("dense"), r.median_s("2:4")
     flops = 2 * m * n * k
-    return with_spread({"dtype": dtype, "shape": f"{m}x{n}x{k}", "dense ms": t_dense * 1e3, "2:4 ms": t_sparse * 1e3,
-                        "speed-up": ratio, "dense TFLOP/s": flops / t_dense / 1e12,
-                        "2:4 dense-equivalent TFLOP/s": flops / t_sparse / 1e12, "2:4 kernel": type(ws).__name__},
-                       "speed-up", spread)
+    return {"dtype": dtype, "shape": f"{m}x{n}x{k}", "dense ms": t_dense * 1e3, "2:4 ms": t_sparse * 1e3,
+            "speed-up": ratio, "dense TFLOP/s": flops / t_dense / 1e12,
+            "2:4 dense-equivalent TFLOP/s": flops / t_sparse / 1e12, "2:4 kernel": type(ws).__name__,
+            "speed-up spread": spread}
 
 
 def accuracy_study(model: Any, data: Any, *, steps: int = 60, batch_size: int = 128) -> list[dict]:

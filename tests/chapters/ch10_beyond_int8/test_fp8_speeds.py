@@ -1,5 +1,6 @@
-"""Chapter 10's FP8 speeds carry their noise: BF16, INT8 and FP8 are timed in interleaved rounds, each ratio is
-paired round by round, the ch10.fp8.* records store its spread, and a spread that holds 1 is printed "not
+"""Chapter 10's FP8 speeds carry their noise: BF16, INT8 and FP8 are timed in interleaved rounds
+(``helpers.bench.interleaved``), each ratio is paired round by round, the ch10.fp8.* records (``tables.FP8_*``)
+store its spread under the names stored before the tables existed, and a spread that holds 1 is printed "not
 resolved" (planted timings, no GPU)."""
 
 from __future__ import annotations
@@ -7,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from helpers import bench, findings
-from helpers.chapters.ch10_beyond_int8 import fp8_study, readings, rounds
+from helpers.bench import Rounds
+from helpers.chapters.ch10_beyond_int8 import experiments, fp8_study, readings, tables
 from helpers.errors import InputError
 
 NAMES = {"g": "ch10.fp8.gemm_fp8_over_bf16", "f": "ch10.fp8.bert_fp8_over_bf16", "i": "ch10.fp8.bert_int8_over_bf16"}
@@ -25,12 +27,18 @@ def _session(monkeypatch):
     monkeypatch.delenv(bench.RESULTS_VAR, raising=False)
 
 
-def test_interleaved_times_every_variant_in_every_round_in_turn():
-    order: list[str] = []
-    secs = fp8_study._interleaved({"a": lambda: "a", "b": lambda: "b"}, lambda fn: (order.append(fn()), 1e-3)[1], 5)
-    assert order == ["a", "b"] * 5 and secs == {"a": [1e-3] * 5, "b": [1e-3] * 5}
-    with pytest.raises(InputError, match="at least 2"):
-        fp8_study._interleaved({"a": lambda: None}, lambda fn: 1.0, rounds=1)
+def test_gpu_rounds_ask_the_one_harness_for_cuda_events_and_a_settling_call(monkeypatch):
+    """Old behaviour: a harness of its own (bench.timed_rounds over a timeit per round)."""
+    seen = {}
+
+    def planted(fns, **kw):
+        seen.update(kw)
+        return Rounds({k: (1e-3,) * kw["rounds"] for k in fns}, dict.fromkeys(fns, "torch"))
+
+    monkeypatch.setattr(fp8_study, "interleaved", planted)
+    secs = fp8_study.gpu_rounds({"a": lambda: None, "b": lambda: None}, 5, per_round=4)
+    assert secs == {"a": (1e-3,) * 5, "b": (1e-3,) * 5}
+    assert seen == {"rounds": 5, "clock": "torch", "warmup": 1, "settle": 1, "per_round": 4}
 
 
 def test_gemm_speed_pairs_the_rounds_and_keeps_the_spread(monkeypatch):
@@ -39,9 +47,9 @@ def test_gemm_speed_pairs_the_rounds_and_keeps_the_spread(monkeypatch):
     planted = {"bf16": iter(BF16), "fp8": iter((1.1e-3, 1.2e-3, 2.2e-3, 1.1e-3, 1.0e-3))}
     monkeypatch.setattr(fp8_study, "fp8_support", lambda: (True, ""))
     monkeypatch.setattr(gemm, "gemm_fn", lambda p, m, n, k: p)  # the timer below reads the precision back
-    monkeypatch.setattr(fp8_study, "gpu_timer", lambda per_round: lambda fn: next(planted[fn]))
+    monkeypatch.setattr(fp8_study, "gpu_rounds", lambda fns, rounds, per_round: {p: tuple(planted[p]) for p in fns})
     row, = fp8_study.gemm_speed((64,))
-    s = rounds.row_spread(row, "FP8 / BF16")
+    s = row["FP8 / BF16 spread"]
     assert row["FP8 / BF16"] == pytest.approx(2.0 / 1.1) and s is not None and s.lo < 2.0 / 1.1 < s.hi
     assert row["BF16 TFLOP/s"] == pytest.approx(bench.tflops(2 * 64**3, 2.0e-3)) and "5 interleaved rounds" in s.method
 
@@ -50,17 +58,25 @@ def test_bert_ratios_pair_the_faster_int8_path_with_bf16_round_by_round():
     b = fp8_study.bert_result(BERT, COSINE, 32, 128)
     assert b["INT8 best"] == "INT8 (Triton, fused)" and b["INT8 / BF16 speed"] == pytest.approx(0.5)
     assert b["FP8 / BF16 speed"] == pytest.approx(1.0) and b["BF16 ms"] == pytest.approx(2.0)
-    assert rounds.row_spread(b, "FP8 / BF16 speed").contains(1.0)
+    assert b["FP8 / BF16 speed spread"].contains(1.0)
     with pytest.raises(InputError, match="needs BF16"):
         fp8_study.bert_result({"BF16": BF16}, COSINE, 32, 128)
 
 
-def test_the_records_store_their_spread_and_a_spread_holding_1_is_not_resolved(capsys):
+def test_the_records_store_their_spread_and_a_spread_holding_1_is_not_resolved(monkeypatch, capsys):
     g = [fp8_study.gemm_row(4096, {"bf16": BF16, "fp8": BF16}),
          fp8_study.gemm_row(8192, {"bf16": BF16, "fp8": (1.1e-3, 1.2e-3, 2.2e-3, 1.1e-3, 1.0e-3)})]
-    recs = fp8_study.record_speeds(g, fp8_study.bert_result(BERT, COSINE, 32, 128))
-    assert [r.name for r in recs] == list(NAMES.values()) and recs[0].extra["size"] == 8192
-    for r in recs:  # the old records held the bare ratio only
+    monkeypatch.setattr(fp8_study, "gemm_speed", lambda sizes: g)
+    monkeypatch.setattr(fp8_study, "bert_speed",
+                        lambda batch, seq_len: fp8_study.bert_result(BERT, COSINE, batch, seq_len))
+    rows = experiments.FP8.measure()
+    recs = [r for key, table in experiments.FP8.tables.items() for r in table.record(rows[key])]
+    by = {r.name: r for r in recs}
+    assert set(NAMES.values()) <= set(by) and by[NAMES["g"]].extra["size"] == 8192
+    assert "ch10.fp8.gemm_fp8_over_bf16_4096" in by and "ch10.fp8.bert_ms.int8_triton_fused" in by
+    assert by[NAMES["i"]].extra["path"] == "INT8 (Triton, fused)" and by[NAMES["f"]].extra["batch"] == 32
+    assert tables.FP8_BERT.stored_rows(recs) == rows["bert"]
+    for r in (by[n] for n in NAMES.values()):  # the old records held the bare ratio only
         assert r.extra["lo"] <= r.value <= r.extra["hi"] and r.extra["spread"] == "p10..p90 of 5 interleaved rounds"
     text = findings.sentence("{verdict}", NAMES, readings.fp8_model)  # the notebook's verdict, judged by spreads
     assert text.startswith(f"the GEMM alone is faster than BF16; the eager model is {findings.NOT_RESOLVED} against "
@@ -78,5 +94,3 @@ def test_without_fp8_hardware_the_timings_say_why():
         fp8_study.gemm_speed((64,))
     with pytest.raises(InputError, match="FP8 model skipped"):
         fp8_study.bert_speed()
-    with pytest.raises(InputError, match="rows of gemm_speed"):
-        fp8_study.record_speeds([], {})
