@@ -11,7 +11,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-MIGRATED = ("12_language_models",)
+MIGRATED = (
+    "12_language_models",
+    "07_ptq",
+)
 RECORDERS = {"record", "record_relative"}  # helpers.records / helpers.bench names that write a record
 
 
