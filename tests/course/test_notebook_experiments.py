@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 MIGRATED = (
     "12_language_models",
     "07_ptq",
+    "11_troubleshooting",
 )
 RECORDERS = {"record", "record_relative"}  # helpers.records / helpers.bench names that write a record
 
