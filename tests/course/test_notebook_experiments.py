@@ -15,6 +15,7 @@ MIGRATED = (
     "12_language_models",
     "07_ptq",
     "11_troubleshooting",
+    "05_quantization_fundamentals",
 )
 RECORDERS = {"record", "record_relative"}  # helpers.records / helpers.bench names that write a record
 
