@@ -16,6 +16,7 @@ MIGRATED = (
     "07_ptq",
     "11_troubleshooting",
     "05_quantization_fundamentals",
+    "06_calibration",
 )
 RECORDERS = {"record", "record_relative"}  # helpers.records / helpers.bench names that write a record
 
