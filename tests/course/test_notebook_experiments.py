@@ -17,6 +17,7 @@ MIGRATED = (
     "11_troubleshooting",
     "05_quantization_fundamentals",
     "06_calibration",
+    "08_qat",
 )
 RECORDERS = {"record", "record_relative"}  # helpers.records / helpers.bench names that write a record
 
