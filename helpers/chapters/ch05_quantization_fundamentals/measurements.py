@@ -24,14 +24,18 @@ COPY = Table("ch05.copy.fp32_over_int8_time", keys=("device",), value="FP32 ÷ I
              fields=COPY_FIELDS, legacy=lambda r: {"device": r.name.rsplit(".", 1)[1]})
 
 
+# Chapter 2 times GEMMs of the same shape in its own sweep (helpers.perf.gemm); the harness says how these were timed.
+HARNESS = "helpers.quant.intgemm.gemm_throughput: each kernel on its own, bench.timeit median (not chapter 2's sweep)"
+
+
 def _gemm_table(kernels: tuple[str, ...], unit: str, tag: str) -> Table:
     """GEMM throughput rows of some kernels, recorded as ch05.gemm.<kernel>_tops in `unit`."""
     def legacy(r: Record) -> dict[str, Any] | None:
         tail = r.name.rsplit(".", 1)[1]
-        return {"kernel": tail.removesuffix("_tops")} if tail.removesuffix("_tops") in kernels and \
-            tail.endswith("_tops") else None
+        return {"kernel": tail.removesuffix("_tops"), "harness": HARNESS} if tail.removesuffix("_tops") in kernels \
+            and tail.endswith("_tops") else None
 
-    return Table("ch05.gemm", keys=("kernel",), value=unit, unit=unit, fields=("shape",),
+    return Table("ch05.gemm", keys=("kernel",), value=unit, unit=unit, fields=("shape", "harness"),
                  name=lambda row: f"{row['kernel']}_tops", tag=tag, legacy=legacy)
 
 
@@ -63,8 +67,9 @@ def _gpu(numel: int = 1 << 28, size: int = 8192, repeats: int = 20) -> Rows:
     tp = intgemm.gemm_throughput(size, size, size, repeats=repeats)
     shape = f"{size}^3"
     return {"copy": [copy],
-            "int8_gemm": [{"kernel": k, "TOPS": tp[f"{k}_tops"], "shape": shape} for k in ("dp4a", "int_mm")],
-            "bf16_gemm": [{"kernel": "bf16", "TFLOP/s": tp["bf16_tops"], "shape": shape}]}
+            "int8_gemm": [{"kernel": k, "TOPS": tp[f"{k}_tops"], "shape": shape, "harness": HARNESS}
+                          for k in ("dp4a", "int_mm")],
+            "bf16_gemm": [{"kernel": "bf16", "TFLOP/s": tp["bf16_tops"], "shape": shape, "harness": HARNESS}]}
 
 
 def _gpu_derive(rows: Rows) -> dict[str, Any]:
