@@ -34,7 +34,7 @@ Worked example (a chapter package declares, the notebook cell runs and shows):
     result.show("copy", caption="Copy bandwidth")
     result.say("cupy copies at {r:.2f}× D2D: {verdict}.", {"r": "copy.cupy_over_d2d"}, findings.faster_slower("r"))
 
-Serves: core — used by chapters 1–4, 9, 10, 12.
+Serves: core — used by chapters 1–12.
 """
 
 from __future__ import annotations
@@ -189,7 +189,8 @@ def _value(v: Any) -> tuple[float, Spread | None]:
 class Experiment:
     """A chapter's measurement: `measure(**kw)` returns {table key: rows} for `tables` {key: Table}; `derive(rows)`
     gives the `headlines` (names of ``helpers.metrics``) and the `others` ({name: unit}: the chapter's own derived
-    numbers) as numbers or (number, Spread); `needs` 'gpu', 'ncu' or 'cpu'."""
+    numbers) as numbers or (number, Spread); `needs` 'gpu', 'ncu' or 'cpu'. A key of `measure`'s that starts
+    with '_' holds side rows (what a cell shows or `derive` reads beside the tables): kept, never recorded."""
 
     name: str
     measure: Callable[..., Mapping[str, list[dict]]] = field(compare=False)
@@ -231,10 +232,11 @@ class Experiment:
         from helpers.device import device_label
 
         rows = {k: list(v) for k, v in self.measure(**kw).items()}
-        unknown = set(rows) - set(self.tables)
+        unknown = {k for k in rows if not k.startswith("_")} - set(self.tables)
         if unknown:
             raise InputError(f"{self.name}.measure returned tables {sorted(unknown)} it does not declare "
-                             f"(it declares {sorted(self.tables)}).")
+                             f"(it declares {sorted(self.tables)}; side rows, never recorded, go under a key that starts "
+                             "with '_').")
         recs = [r for k, t in self.tables.items() for r in t.record(rows.get(k, []))]
         for name, v in (self.derive(rows) if self.derive else {}).items():
             if name not in self.headlines and name not in self.others:

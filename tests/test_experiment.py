@@ -91,6 +91,19 @@ def test_an_experiment_measures_records_its_tables_and_derives_its_headlines(ses
         result["nope"]
 
 
+def test_side_rows_reach_derive_and_the_cell_but_are_never_recorded(session):
+    table = Table("test.side", keys=("kernel",), value="GB/s", unit="GB/s")
+    exp = Experiment("test.side", lambda: {"copy": [{"kernel": "d2d", "GB/s": 1.0}], "_raw": [{"bytes": 8}]},
+                     {"copy": table}, derive=lambda rows: {"test.side.bytes": rows["_raw"][0]["bytes"]},
+                     others={"test.side.bytes": "B"}, needs="cpu")
+    result = exp.run()
+    assert result["_raw"] == [{"bytes": 8}] and result.value("test.side.bytes") == 8.0
+    assert [r.name for r in records.session_records()] == ["test.side.d2d", "test.side.bytes"]
+    bad = Experiment("test.bad", lambda: {"raw": []}, {"copy": table}, needs="cpu")
+    with pytest.raises(InputError, match="starts with '_'"):
+        bad.run()
+
+
 def test_without_the_hardware_it_shows_the_nearest_stored_card_and_says_which(monkeypatch, session, capsys):
     stored = {"h200": (Record("test.copy.d2d", 4000.0, "GB/s", "NVIDIA H200", "2026-11-30",
                               extra={"table": "test.copy", "kernel": "d2d"}),),

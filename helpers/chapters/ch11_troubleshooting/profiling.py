@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from helpers.errors import InputError
+from helpers.experiment import Table
+from helpers.records import Record
 
 
 @dataclass(frozen=True)
@@ -197,20 +199,37 @@ def summarize_files(paths: Iterable[str | Path]) -> list[dict]:
     return out
 
 
-def record_summaries(summaries: Iterable[dict]) -> list:
-    """Record each summary's numbers as ch11.ncu.<target>.<metric> (for the reference results)."""
-    from helpers.bench import record
+NCU_METRICS = {"time us": ("time_us", "us"), "DRAM GB/s": ("dram_gbs", "GB/s"), "DRAM % peak": ("dram_pct", "%"),
+               "sectors/request": ("sectors_per_request", "sectors"),
+               "store sectors/request": ("store_sectors_per_request", "sectors"),
+               "bank conflicts": ("bank_conflicts", "count"), "occupancy %": ("occupancy_pct", "%")}
+NCU_TOOL = "ncu --clock-control none"
 
-    keys = {"time us": ("time_us", "us"), "DRAM GB/s": ("dram_gbs", "GB/s"), "DRAM % peak": ("dram_pct", "%"),
-            "sectors/request": ("sectors_per_request", "sectors"),
-            "store sectors/request": ("store_sectors_per_request", "sectors"), "bank conflicts": ("bank_conflicts", "count"),
-            "occupancy %": ("occupancy_pct", "%")}
-    recs = []
-    for s in summaries:
-        for k, (short, unit) in keys.items():
-            if s.get(k) is not None:
-                recs.append(record(f"ch11.ncu.{s['target']}.{short}", s[k], unit, tool="ncu --clock-control none"))
-    return recs
+
+def _ncu_table(column: str, short: str, unit: str) -> Table:
+    """One metric's table: a row per target, recorded as ch11.ncu.<target>.<short>."""
+    def legacy(r: Record) -> dict[str, Any] | None:
+        parts = r.name.split(".")
+        return {"target": parts[2]} if len(parts) == 4 and parts[3] == short else None
+
+    return Table("ch11.ncu", keys=("target",), value=column, unit=unit, fields=("tool",), name="{target}." + short,
+                 tag=f"ch11.ncu.{short}", legacy=legacy)
+
+
+NCU_TABLES = {short: _ncu_table(column, short, unit) for column, (short, unit) in NCU_METRICS.items()}
+
+
+def ncu_rows(summaries: Iterable[dict]) -> dict[str, list[dict]]:
+    """Summaries (``summarize``) as the NCU tables' rows, by metric (a metric ncu did not give has no row)."""
+    sums = list(summaries)
+    return {short: [{"target": s["target"], column: s[column], "tool": NCU_TOOL} for s in sums
+                    if s.get(column) is not None] for column, (short, _) in NCU_METRICS.items()}
+
+
+def record_ncu(summaries: Iterable[dict]) -> list[Record]:
+    """Record the summaries through the NCU tables: ch11.ncu.<target>.<metric> (for the reference results)."""
+    rows = ncu_rows(summaries)
+    return [r for short, t in NCU_TABLES.items() for r in t.record(rows[short])]
 
 
 def reading_rows() -> list[dict]:
@@ -289,7 +308,7 @@ def run_all(out_dir: str = "ncu", python: str = sys.executable) -> list[dict]:
             sums += summarize_files([p])
         except InputError as exc:
             print(f"{p.name}: {exc}")
-    record_summaries(sums)
+    record_ncu(sums)
     return sums
 
 
@@ -306,7 +325,7 @@ def main(argv: list[str]) -> int:
         from helpers.tables import show
 
         sums = summarize_files(argv[1:])
-        record_summaries(sums)
+        record_ncu(sums)
         show(sums)
     else:
         from helpers.tables import show

@@ -113,10 +113,13 @@ def test_summarize_files_and_records(tmp_path):
     p = tmp_path / "copy_stride32.csv"
     p.write_text(NCU_CSV)
     sums = profiling.summarize_files([p])
-    recs = profiling.record_summaries(sums)
+    recs = profiling.record_ncu(sums)
     names = {r.name for r in recs}
     assert "ch11.ncu.copy_stride32.sectors_per_request" in names
     assert all(r in bench.session_records() for r in recs)
+    table = profiling.NCU_TABLES["sectors_per_request"]
+    assert table.stored_rows(recs) == [{"target": "copy_stride32", "sectors/request": pytest.approx(32.0),
+                                        "tool": profiling.NCU_TOOL}]
     with pytest.raises(InputError):
         profiling.summarize_files([tmp_path / "missing.csv"])
 
