@@ -66,7 +66,8 @@ test:
 	$(PY) -m helpers.tools.suite_time "$$start" $(ARTIFACTS)/suite_time.json
 
 unit: setup
-	$(PY) -m pytest tests -m "not browser" -q -n 2 --dist loadfile --durations=15
+	@# two workers share two cores: torch's OpenMP threads sleep instead of spinning while they wait for work
+	OMP_WAIT_POLICY=PASSIVE $(PY) -m pytest tests -m "not browser" -q -n 2 --dist loadfile --durations=15
 
 ## Every notebook and solution under nbval; tests/support/nbval_guard.py also fails cells that run > 10 s without a
 ## progress bar and figures with problems (helpers.figure_check); nothing may be left in nbval's private TMPDIR.

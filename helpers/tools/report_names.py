@@ -96,6 +96,9 @@ AWAITING = {
     "ch12.copy": "chapter 12's GEMV on a GPU (its D2D copy row)",
     "bert_base.gemm8_over_fp16": "chapter 9's ENGINE_SPEED on a GPU (its host-bound 2026-12-05 timing was not kept)",
     "llm.decode.w4a16_over_fp16.b8": "chapter 12's DECODE on a GPU at batch 8",
+    "ch02.dp4a": "chapter 2's DP4A experiment on a GPU (its two rows; its headline gemm.dp4a_over_int8_tc is stored)",
+    "ch10.fp8.bert_ms": "chapter 10's FP8 experiment on a GPU (BERT-base milliseconds per path)",
+    "ch11.arch.build": "chapter 11's build-and-load test on a GPU",
 }
 
 

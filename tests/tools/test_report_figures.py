@@ -16,6 +16,10 @@ KNOWN_GAPS: dict[tuple[str, str], str] = {}  # none: the orphaned H200 engine-si
 # stored again, from an H100, in reference/h100; the figure is drawn from them, labelled with that card)
 
 
+# Figures whose records no stored run holds yet, with what stores them (an entry a stored run now holds fails).
+AWAITING_RUN = {"ch12.timeline.decode.": "chapter 12's DECODE on a GPU stores one decode step's traces"}
+
+
 def _case(fig: Path):
     key = (fig.parent.parent.name, fig.stem)
     marks = [pytest.mark.xfail(reason=KNOWN_GAPS[key], strict=True)] if key in KNOWN_GAPS else []
@@ -44,7 +48,8 @@ def test_every_declared_prefix_is_a_stored_name_or_computed():
     """A typo in the table would make a figure look orphaned (or backed by the wrong records)."""
     stored = {r.name for f in REFERENCE_DIR.glob("*/results.json") for r in bench.load_records(f)}
     unknown = [p for p in set(FIGURE_RECORDS.values()) if p and not any(n.startswith(p) for n in stored)]
-    assert set(unknown) <= {FIGURE_RECORDS[stem] for _, stem in KNOWN_GAPS}, unknown  # only the known gap above
+    assert set(unknown) <= {FIGURE_RECORDS[stem] for _, stem in KNOWN_GAPS} | set(AWAITING_RUN), unknown
+    assert not [p for p in AWAITING_RUN if any(n.startswith(p) for n in stored)], "stored now: remove from AWAITING_RUN"
 
 
 def test_the_stored_summary_lists_figures_without_records(tmp_path):
