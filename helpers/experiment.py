@@ -76,7 +76,9 @@ class Table:
     the record's value, in `unit`; fields: other columns kept in the extras; keys and fields may map a column
     to another extra name ({'M': 'batch'}). spread: the column holding the value's spread, a
     ``helpers.spread.Spread`` (stored as lo/hi/spread) or a dict of `spread_fields`. name: the record-name tail,
-    a format string over the row's slugged columns or a function of the row (default: the keys joined by '.'). tag: the ``table`` extra
+    a format string over the row's slugged columns or a function of the row (default: the keys joined by '.').
+    spread_of: the column the spread describes when it is not `value` (stored as '<spread_of>_lo', ..., so that a
+    record's lo/hi always bound its own value, as ``helpers.tools.audit`` checks). tag: the ``table`` extra
     (default: prefix). legacy(record): the columns of a record stored before the table declared them (None: not
     a row of this table). example: one row, for the round-trip test when no stored run holds this table yet.
     """
@@ -92,6 +94,7 @@ class Table:
     tag: str | None = None
     legacy: Callable[[Record], dict | None] | None = field(default=None, compare=False)
     example: Mapping[str, Any] | None = field(default=None, compare=False)
+    spread_of: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.prefix, str) or not re.fullmatch(r"[a-z0-9_]+(\.[a-z0-9_]+)*", self.prefix):
@@ -134,7 +137,7 @@ class Table:
         extra = {key: row[col] for col, key in (*self.keys, *self.fields)}
         s = row[self.spread] if self.spread else None
         if isinstance(s, Spread):
-            extra.update(s.extra())
+            extra.update({self._spread_key(k): v for k, v in s.extra().items()})
         elif isinstance(s, Mapping):
             extra.update({k: s[k] for k in self.spread_fields})
         elif s is not None:
@@ -169,8 +172,12 @@ class Table:
                 row[self.spread] = {k: e[k] for k in self.spread_fields} if all(
                     k in e for k in self.spread_fields) else None
             else:
-                row[self.spread] = of_extra(e)
+                row[self.spread] = of_extra({k: e.get(self._spread_key(k)) for k in ("lo", "hi", "spread")})
         return row
+
+    def _spread_key(self, key: str) -> str:
+        """The extra key of one part of the spread ('lo', 'hi', 'spread'): prefixed when it is another column's."""
+        return key if not self.spread_of or self.spread_of == self.value else f"{slug(self.spread_of)}_{key}"
 
     def stored_rows(self, records: Iterable[Record]) -> list[dict]:
         """The rows of this table rebuilt from records (the latest record of each name, first-seen order)."""

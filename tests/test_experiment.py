@@ -174,3 +174,14 @@ def test_the_round_trip_check_fails_on_a_planted_table(session):
                   example={"kernel": "k", "µs": 1.0, "a": 1, "b": 2})  # two columns stored under one extra
     bare = Table("test.bare", keys=("kernel",), value="µs", unit="µs")
     assert [p.split(":")[0] for p in round_trip_problems([clash, bare], [])] == ["table test.clash", "table test.bare"]
+
+
+def test_a_spread_of_another_column_is_stored_apart_from_the_values_own(session):
+    """Old: a table stored the paired bootstrap of an accuracy's change as the accuracy's own lo/hi, which the
+    auditor caught (98.3 % 'outside' 0..0)."""
+    t = Table("test.acc", keys=("k",), value="accuracy %", unit="%", fields=("vs FP32 pts",), spread="gap",
+              spread_of="vs FP32 pts")
+    rows = [{"k": 1, "accuracy %": 81.4, "vs FP32 pts": -16.9, "gap": Spread(-19.2, -14.5, "paired bootstrap")}]
+    rec = t.record(rows)[0]
+    assert "lo" not in rec.extra and rec.extra["vs_FP32_pts_lo"] == -19.2
+    assert t.stored_rows(_json([rec])) == rows

@@ -171,10 +171,19 @@ def alive(pid: int | None) -> bool:
         return False
 
 
-def processes_of(user: str) -> list[str]:
-    """The command lines of the processes `user` still runs."""
-    done = subprocess.run(["pgrep", "-a", "-u", user], capture_output=True, text=True, env={"PATH": SBIN})
-    return done.stdout.splitlines()
+def processes_of(user: str, wait: float = 0.0) -> list[str]:
+    """The command lines of the processes `user` still runs, waiting up to `wait` seconds for them to end. A zombie
+    (dead, its exit status not yet collected by its parent or by init) does not run and is left out."""
+    import time
+
+    end = time.monotonic() + wait
+    while True:
+        done = subprocess.run(["ps", "-o", "pid=,stat=,args=", "-u", user], capture_output=True, text=True,
+                              env={"PATH": SBIN})
+        running = [ln.strip() for ln in done.stdout.splitlines() if ln.split()[1:2] and not ln.split()[1].startswith("Z")]
+        if not running or time.monotonic() >= end:
+            return running
+        time.sleep(0.2)
 
 
 def _up(running: Hub) -> bool:

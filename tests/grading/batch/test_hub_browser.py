@@ -201,7 +201,8 @@ def test_class_on_the_hub() -> None:
             assert hub.exit_code == 0, hub.tail()
             assert not hubtest.alive(hub.proxy_pid), f"the proxy (pid {hub.proxy_pid}) outlived the hub"
             for name in users.passwords:
-                assert hubtest.processes_of(name) == [], f"{name} still runs {hubtest.processes_of(name)}"
+                left = hubtest.processes_of(name, wait=5.0)
+                assert left == [], f"{name} still runs {left}"
             assert hub.left_in_tmp == [], f"left in the hub's TMPDIR: {hub.left_in_tmp}"
     finally:
         shutil.rmtree(work, ignore_errors=True)
