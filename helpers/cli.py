@@ -13,7 +13,7 @@ A single output file (``check_output_file``/``replacing``) never replaces a file
 unless the user passes --force; it is written beside and renamed, keeping the old file's mode. A refusal
 comes before any work, as one line naming the folder and what to pass instead.
 
-Serves: core — used by chapters 9, 12 and lab 13.
+Serves: core — used by chapters 1, 3, 4, 9, 10, 12 and lab 13.
 """
 
 from __future__ import annotations

@@ -13,7 +13,9 @@ plus gaps, one stacked bar per trace, with the wall span marked (a bar longer th
 ``save(trace, path)`` writes Chrome trace-event JSON (open it at ui.perfetto.dev) through the output contract;
 ``Trace.to_json()`` is the compact stored form (at most ``MAX_BYTES``: short same-kind neighbours are merged, then
 the shortest events dropped, and its notes say so; totals are those of the full trace). ``store(trace, name)``
-records it for the reference run; ``load(name, source)`` reads it back for the no-GPU path.
+records it for the reference run; ``load(name, source)`` reads it back for the no-GPU path. Inside an
+Experiment's measure, ``record_named({label: fn}, prefix)`` records and stores a few named calls; a notebook cell
+draws them with ``shown(result, prefix, labels, title=…, name=…)``: this session's on a GPU, else the stored run's.
 
     from helpers.perf import timeline
     names = {"FP16": "ch09.timeline.fp16", "8-bit": "ch09.timeline.int8"}
@@ -29,7 +31,7 @@ records it for the reference run; ``load(name, source)`` reads it back for the n
     timeline.save(traces[0], Path.home() / "fp16_trace.json")   # then open it at ui.perfetto.dev
                                               # (never into the course's folders: the output contract refuses)
 
-Serves: core — used by chapters 9, 12.
+Serves: core — used by chapters 1, 3, 4, 9, 10, 12.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -330,3 +332,46 @@ def _stored(name: str, source: str) -> Trace | None:
         data = {**data, "device": data.get("device") or rec.device, "date": data.get("date") or rec.date,
                 "versions": data.get("versions") or rec.versions}
     return Trace.from_json(data, stored=STORED)
+
+
+# ---- a chapter's named timelines: recorded and stored inside an Experiment's measure, shown from its Result -------
+
+SESSION: dict[str, Trace] = {}  # stored name -> the Trace recorded in this session
+
+
+def stored_name(prefix: str, label: str) -> str:
+    """'<prefix>.<label in lower-case words>', e.g. ('ch10.timeline.overlap', 'copy || compute') -> '…copy_compute'."""
+    return _check_name(prefix + "." + (re.sub(r"[^a-z0-9]+", "_", label.lower()).strip("_") or "trace"))
+
+
+def record_named(calls: Mapping[str, Callable[[], Any]], prefix: str) -> list[Trace]:
+    """Record one call of each {label: fn}, store each under ``stored_name(prefix, label)`` and keep it for
+    ``shown``; a call the profiler cannot trace is said in one line and skipped (the timings around it stand)."""
+    out = []
+    for label, fn in calls.items():
+        try:
+            t = record(fn, label=label)
+        except Exception as exc:  # noqa: BLE001 - a timeline is an illustration: it never costs the measurements
+            print(f"{label}: no timeline ({type(exc).__name__}: {exc})")
+            continue
+        store(t, stored_name(prefix, label))
+        SESSION[stored_name(prefix, label)] = t
+        out.append(t)
+    return out
+
+
+def shown(result: Any, prefix: str, labels: Sequence[str], *, title: str, name: str) -> list[Trace]:
+    """Draw the timelines of `labels` for an Experiment's Result: recorded in this session when it measured, else
+    the stored run's it shows (labelled); one line when neither holds them. Returns the traces drawn."""
+    names = [stored_name(prefix, label) for label in labels]
+    if result.measured:
+        traces = [SESSION[n] for n in names if n in SESSION]
+    else:
+        held = {r.name for r in result.records}
+        traces = [t for t in (load(n, result.source) for n in names if n in held) if t is not None]
+    if not traces:
+        print(f"No timeline of this in the run shown ({result.where()}): a GPU run of this chapter records one.")
+        return []
+    draw(traces, title=title, name=f"{name}_timeline")
+    parts(traces, title=f"{title}: GPU time by kind", name=f"{name}_parts")
+    return traces

@@ -8,7 +8,7 @@ when a trace is larger, same-kind neighbours are merged and then the shortest ev
 its notes say so; its totals stay the full trace's. ``from_chrome`` reads torch.profiler's Chrome trace.
 ``helpers.perf.timeline`` records, draws, saves and loads traces.
 
-Serves: core — used by chapters 9, 12.
+Serves: core — used by chapters 1, 3, 4, 9, 10, 12.
 """
 
 from __future__ import annotations

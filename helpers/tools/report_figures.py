@@ -51,7 +51,10 @@ FIGURE_RECORDS: dict[str, str | None] = {
     # 12: the tiny LM's training curve and activation ranges are computed on the CPU-trained model
     "Batch-1_GEMV_at_LLaMA-7B_shapes_speed_over_FP16_cuBLAS": "ch12.gemv.", "Batch_sweep_on_the_roofline": "ch12.batch.",
     "Decode_tokens_s_7B-shaped_stack_batch_1": "ch12.decode.",
-    "ch12_decode_timeline": "ch12.timeline.decode.", "ch12_decode_parts": "ch12.timeline.decode.", "One_11008_4096_layer_at_batch_M": "ch12.sweep.",
+    "ch12_decode_timeline": "ch12.timeline.decode.", "ch12_decode_parts": "ch12.timeline.decode.",
+    "ch01_e2e_timeline": "ch01.timeline.", "ch01_e2e_parts": "ch01.timeline.",
+    "ch03_stride_timeline": "ch03.timeline.", "ch03_stride_parts": "ch03.timeline.",
+    "ch10_overlap_timeline": "ch10.timeline.", "ch10_overlap_parts": "ch10.timeline.", "One_11008_4096_layer_at_batch_M": "ch12.sweep.",
     "Tiny_LM_training_on_the_stdlib_text": COMPUTED, "Attention_input_of_block_0_outlier_made_on_purpose": COMPUTED,
     # labs
     "Lab_11_FP32_GEMMs_under_the_FP32_roof_TFLOP_s_": "lab11.", "Lab_11_INT8_GEMMs_under_the_INT8_roof_TOPS_": "lab11.",

@@ -319,3 +319,32 @@ def test_record_sees_kernels_and_copies_on_the_gpu():
     t = tl.record(lambda: (a @ a, host.to("cuda")), label="gpu")
     assert t.on_gpu and {"GEMM", "copy"} <= {e.kind for e in t.events}
     assert all(e.stream.isdigit() for e in t.events) and t.totals["span_us"] > 0
+
+
+def test_named_timelines_are_stored_and_shown_from_the_session_or_the_stored_run(monkeypatch):
+    """record_named stores each call's trace under '<prefix>.<label>'; shown draws this session's when the result
+    was measured, the stored run's otherwise (only names that run holds), and says so in one line when none."""
+    import torch
+
+    monkeypatch.setitem(records._session, "records", [])
+    monkeypatch.delenv(records.RESULTS_VAR, raising=False)
+    monkeypatch.setattr(tl, "SESSION", {})
+    a = torch.randn(32, 32)
+    traces = tl.record_named({"one matmul": lambda: a @ a, "broken": lambda: 1 / 0}, "chzz.tl.demo")
+    assert [t.label for t in traces] == ["one matmul"]
+    rec = records.session_records()[0]
+    assert rec.name == "chzz.tl.demo.one_matmul" and "timeline" in rec.extra
+
+    class Result:
+        measured, source = True, "h200"
+        records = [rec]
+
+        def where(self) -> str:
+            return "stored H200 run"
+
+    assert tl.shown(Result(), "chzz.tl.demo", ["one matmul"], title="t", name="n") == traces
+    Result.measured = False
+    monkeypatch.setattr(tl, "load", lambda name, source=None: traces[0] if name == rec.name else None)
+    assert tl.shown(Result(), "chzz.tl.demo", ["one matmul", "other"], title="t", name="n") == traces
+    Result.records = []
+    assert tl.shown(Result(), "chzz.tl.demo", ["one matmul"], title="t", name="n") == []

@@ -44,6 +44,7 @@ def _gpu_latency(cpu: Sequence[dict] = (), batches: Sequence[int] = GPU_BATCHES,
     for model in BIG:
         gpu += speed.sweep(model, batches, ["gpu", "gpu_e2e"], repeats=repeats, progress=True)
         gpu += speed.sweep(model, batches, ["gpu"], dtype="fp16", repeats=repeats)
+    speed.e2e_timeline("resnet50", 32)  # one end-to-end call on a timeline, stored
     return {"latency": tables.rows_of(gpu), "speedup": speed.speedup_rows(tables.latencies(cpu) + gpu)}
 
 

@@ -114,6 +114,26 @@ def measure(model: nn.Module, make_input: Callable[[int], Any], batch: int, mode
     return Latency(name, mode, batch, t.median_ms, dtype)
 
 
+E2E_TIMELINE = "ch01.timeline.e2e"  # one end-to-end GPU call: copy in, compute, copy out
+
+
+def e2e_timeline(name: str = "resnet50", batch: int = 32) -> list[Any]:
+    """Trace one end-to-end GPU call of model `name` (copy the batch in, run it, copy the answer out) and store it
+    under ``E2E_TIMELINE``: where the copies stand beside the compute."""
+    from helpers.perf import timeline
+
+    model, make_input = build(name)
+    host, model = make_input(batch), model.to("cuda")
+    with torch.inference_mode():
+        fn = lambda: to(answer(call(model, to(host, "cuda"))), "cpu")  # noqa: E731
+        return timeline.record_named({e2e_label(name, batch): fn}, E2E_TIMELINE)
+
+
+def e2e_label(name: str = "resnet50", batch: int = 32) -> str:
+    """The timeline's label of one end-to-end call."""
+    return f"{name} batch {batch}: copy in, compute, copy out"
+
+
 def sweep(name: str, batches: Sequence[int], modes: Iterable[str] = ("cpu",), *, dtype: str = "fp32",
           repeats: int = 10, progress: bool = False, recheck: bool = True) -> list[Latency]:
     """Latency of model `name` for every batch size and mode (the model is built once).

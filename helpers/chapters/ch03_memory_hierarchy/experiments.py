@@ -58,7 +58,7 @@ def _sweep_rows(curves: dict[str, dict[int, float]], spreads: dict, column: str)
 
 def _stride(strides: tuple[int, ...] = mb.STRIDES, n: int = mb.STRIDE_N) -> Rows:
     spreads: dict = {}
-    return {"stride": _sweep_rows(mb.stride_bandwidth(strides, n, spreads), spreads, "stride")}
+    return {"stride": _sweep_rows(mb.stride_bandwidth(strides, n, spreads, timelines=True), spreads, "stride")}
 
 
 def _stride_derive(rows: Rows) -> dict[str, Any]:

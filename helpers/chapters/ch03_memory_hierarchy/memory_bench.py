@@ -57,10 +57,15 @@ def copy_bandwidth(n: int = COPY_N, spreads: dict | None = None) -> dict[str, fl
     return out
 
 
+STRIDE_TIMELINE = "ch03.timeline.stride"  # one launch of the coalesced and of the stride-32 copy, on a timeline
+STRIDE_LABELS = {1: "coalesced copy (stride 1)", 32: "strided copy (stride 32)"}
+
+
 def stride_bandwidth(strides: Sequence[int] = STRIDES, n: int = STRIDE_N,
-                     spreads: dict | None = None) -> dict[str, dict[int, float]]:
+                     spreads: dict | None = None, timelines: bool = False) -> dict[str, dict[int, float]]:
     """Useful GB/s (2 x 4 bytes per element moved) of the strided copy, cupy and numba, per stride (with
-    `spreads`, a dict, each point's p10..p90 goes there under (backend, stride))."""
+    `spreads`, a dict, each point's p10..p90 goes there under (backend, stride)). With `timelines`, one launch of
+    the cupy copy at each stride of STRIDE_LABELS is then traced and stored (``STRIDE_TIMELINE``)."""
     require_gpu("the stride sweep")
     from helpers.kernels import copy
 
@@ -70,13 +75,20 @@ def stride_bandwidth(strides: Sequence[int] = STRIDES, n: int = STRIDE_N,
     ns, nd = copy.launch.as_numba(src), copy.launch.as_numba(dst)
     blocks = copy.launch.blocks_for(n, 256)
     out: dict[str, dict[int, float]] = {"cupy": {}, "numba": {}}
+    traced = {}
     for s in strides:
         copy.cupy_strided(src, dst, n, s)  # validates the arguments once
         fn = bound_launch("copy", "copy_strided", (blocks,), (256,),
                           (src, dst, np.int64(n), np.int32(s)))
         out["cupy"][s] = _gbs(fn, 8 * n, "cupy", spreads, ("cupy", s))
+        if s in STRIDE_LABELS:
+            traced[STRIDE_LABELS[s]] = fn
         out["numba"][s] = _gbs(lambda s=s: copy.copy_strided[blocks, 256](ns, nd, n, s), 8 * n, "numba", spreads,
                                ("numba", s))
+    if timelines:
+        from helpers.perf import timeline
+
+        timeline.record_named(traced, STRIDE_TIMELINE)
     return out
 
 

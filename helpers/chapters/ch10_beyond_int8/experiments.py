@@ -195,7 +195,7 @@ VIDEO_CPU = Experiment("ch10.pipeline.overlap_cpu", _video_cpu, {"overlap": t.VI
 def _pipeline_gpu(sizes_mb: tuple[int, ...] = (4, 64, 256)) -> Measured:
     from helpers.chapters.ch10_beyond_int8 import pipeline
 
-    overlap = {**pipeline.overlap_copy_compute(chunks=8, chunk_mb=64), "streams": "copy || compute"}
+    overlap = {**pipeline.overlap_copy_compute(chunks=8, chunk_mb=64, timelines=True), "streams": "copy || compute"}
     video = pipeline.split_pipeline_gain("cuda", size=224, batch=8)
     return {"pinned": t.rows_of(t.PINNED, pipeline.pinned_vs_pageable(sizes_mb)),
             "streams": t.rows_of(t.OVERLAP, [overlap]), "video": t.rows_of(t.VIDEO_GPU, [video])}

@@ -72,13 +72,18 @@ def overlap_bound(copy_s: float, compute_s: float) -> float:
     return (copy_s + compute_s) / max(copy_s, compute_s)
 
 
+OVERLAP_TIMELINE = "ch10.timeline.overlap"  # the serial and the overlapped pipeline, one call each, on a timeline
+OVERLAP_LABELS = ("serial: copy, then compute, one stream", "overlapped: copies on one stream, compute on another")
+
+
 def overlap_copy_compute(chunks: int = 8, chunk_mb: int = 64, matmuls: int = 2, repeats: int = 10,
-                         rounds: int = ROUNDS) -> dict:
+                         rounds: int = ROUNDS, timelines: bool = False) -> dict:
     """Stream H2D copies of `chunks` pinned FP16 chunks and a matmul on each: serial vs double-buffered.
 
     Serial: copy, then compute, on one stream. Overlapped: copies on one stream, compute on another,
     with events so that chunk i+1 is copied while chunk i is computed. Returns times in ms and ratios;
-    serial and overlapped are timed in interleaved rounds ('speedup spread': the rounds' spread).
+    serial and overlapped are timed in interleaved rounds ('speedup spread': the rounds' spread). With `timelines`,
+    one call of each is then traced and stored (``OVERLAP_TIMELINE``): the copies and matmuls side by side.
     """
     require_gpu("Overlapping copies with compute on CUDA streams")
     require_int_range(chunks, 2, 256, "chunks")
@@ -134,6 +139,10 @@ def overlap_copy_compute(chunks: int = 8, chunk_mb: int = 64, matmuls: int = 2, 
     r = interleaved({"serial": serial, "overlapped": overlapped}, rounds=rounds, clock="torch", warmup=2, settle=1,
                     per_round=PER_ROUND)
     speedup, spread = r.ratio("serial", "overlapped")
+    if timelines:
+        from helpers.perf import timeline
+
+        timeline.record_named(dict(zip(OVERLAP_LABELS, (serial, overlapped))), OVERLAP_TIMELINE)
     return {
         "copy ms": t["copy"] * 1e3, "compute ms": t["compute"] * 1e3,
         "serial ms": r.median_s("serial") * 1e3, "overlapped ms": r.median_s("overlapped") * 1e3,
