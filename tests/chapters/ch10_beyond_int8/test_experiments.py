@@ -145,7 +145,7 @@ def test_each_gpu_measure_turns_its_functions_rows_into_the_stored_names(monkeyp
     monkeypatch.setattr(pipeline, "pinned_vs_pageable", lambda sizes: [
         {"size MB": mb, "pageable GB/s": 5.0, "pinned GB/s": 40.0, "pinned/pageable": 8.0,
          "pinned/pageable spread": s} for mb in sizes])
-    monkeypatch.setattr(pipeline, "overlap_copy_compute", lambda chunks, chunk_mb: {
+    monkeypatch.setattr(pipeline, "overlap_copy_compute", lambda chunks, chunk_mb, timelines=False: {
         "copy ms": 1.0, "compute ms": 2.0, "serial ms": 3.0, "overlapped ms": 2.1, "speedup": 1.43, "bound": 1.5,
         "chunk MB": chunk_mb, "chunks": chunks, "speedup spread": s})
     monkeypatch.setattr(pipeline, "split_pipeline_gain", lambda device, size, batch: {
