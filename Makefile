@@ -76,7 +76,7 @@ notebooks: setup
 	@tmp=$$(mktemp -d) && \
 	TMPDIR=$$tmp WORKBOOK_RESULTS=$(CURDIR)/$(ARTIFACTS)/cpu_records.jsonl WORKBOOK_FIGURES=$(CURDIR)/$(ARTIFACTS)/figures \
 	  WORKBOOK_FIGURE_LINT=$(CURDIR)/$(ARTIFACTS)/figure_problems.jsonl \
-	  $(PY) -m pytest -q -p no:cacheprovider -p tests.support.nbval_guard --nbval-lax --nbval-current-env \
+	  $(PY) -m pytest -q -p no:cacheprovider -p tests.support.nbval_guard --nbval-lax --nbval-current-env --durations=10 \
 	  --nbval-cell-timeout=$(CELL_TIMEOUT) notebooks solutions; rc=$$?; \
 	$(PY) -m helpers.tools.report check-tmp "$$tmp" || rc=1; rm -rf "$$tmp"; exit $$rc
 	$(PY) -m helpers.tools.report check-names $(ARTIFACTS)/cpu_records.jsonl
