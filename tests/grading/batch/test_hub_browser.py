@@ -82,12 +82,23 @@ def read_probe(page) -> dict:
 
 
 def _open(page, path: str) -> None:
-    """Open a file from the file browser of the user's JupyterLab (refreshed first), as they would."""
-    page.locator(".jp-BreadCrumbs-home").first.click()
-    page.locator(".jp-FileBrowser [data-command='filebrowser:refresh']").first.click()
-    for name in path.split("/"):
-        page.locator(".jp-DirListing-item", has=page.locator(
-            ".jp-DirListing-itemText", has_text=re.compile(f"^{re.escape(name)}$"))).dblclick()
+    """Open a file from the file browser of the user's JupyterLab, as they would: go to the home folder and refresh
+    until the first name shows (a click on the home crumb or a refresh can come before the browser is ready for it:
+    each is repeated, up to a minute), then double-click down the path."""
+    names = path.split("/")
+
+    def item(name: str):
+        return page.locator(".jp-DirListing-item", has=page.locator(
+            ".jp-DirListing-itemText", has_text=re.compile(f"^{re.escape(name)}$")))
+
+    for _ in range(60):
+        page.locator(".jp-BreadCrumbs-home").first.click()
+        page.locator(".jp-FileBrowser [data-command='filebrowser:refresh']").first.click()
+        if item(names[0]).first.is_visible():
+            break
+        page.wait_for_timeout(1000)
+    for name in names:
+        item(name).dblclick()
 
 
 def _open_text(page, path: str) -> str:
