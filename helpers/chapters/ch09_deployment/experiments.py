@@ -99,7 +99,7 @@ def ort_cpu() -> Experiment:
 
 def ort_names(result: Any) -> dict[str, str]:
     """{'i': ORT INT8's ratio name, 't': the Q/DQ graph's} of a result of ``ort_cpu()``."""
-    int8, qdq = [n for n in (*result.experiment.headlines, *result.experiment.others)]
+    int8, qdq = (*result.experiment.headlines, *result.experiment.others)
     return {"i": int8, "t": qdq}
 
 # -- BERT-base at batch 1: what a CUDA graph saves -----------------------------------------------------------------
@@ -134,7 +134,3 @@ def _batch1(seq: int = 128, rounds: int = 15) -> Rows:
 
 BATCH1 = Experiment("ch09.bert.b1", _batch1, {"b1": BATCH1_TABLE})
 
-
-def b1_values(result: Any) -> dict[str, float]:
-    """{slug of the path: ms} of a BATCH1 result (for its sentence)."""
-    return {workloads.slug(r["path"]): r["ms"] for r in result["b1"]}
