@@ -99,7 +99,7 @@ browser-deps:
 ## The course's JupyterHub (docs/instructors.md, "Teaching on JupyterHub"), as root, for system users that exist:
 ##   make hub HUB_STUDENTS="alice bob" HUB_INSTRUCTORS=teacher [HUB_ARGS="--port 8000 --hub /srv/gpu-int8-course"]
 hub: hub-deps
-	$(PY) -m helpers.grading.batch hub serve --students "$(HUB_STUDENTS)" --instructors "$(HUB_INSTRUCTORS)" $(HUB_ARGS)
+	$(PY) -m instructors.batch hub serve --students "$(HUB_STUDENTS)" --instructors "$(HUB_INSTRUCTORS)" $(HUB_ARGS)
 
 ## What the hub needs besides the pinned jupyterhub: its proxy (configurable-http-proxy from the npm registry, into
 ## .venv/hub-proxy) with Node.js, and setfacl (Debian's acl, for the hub test's users); Debian packages as root.
@@ -124,19 +124,19 @@ sandbox-deps:
 
 ## Regenerate labs/ and the students' visible cases (helpers/labs/*/visible.json) from solutions/ (instructors).
 labs: setup
-	$(PY) -m helpers.grading.batch generate
+	$(PY) -m instructors.batch generate
 
 ## Grade a folder of submissions: make grade SUBMISSIONS=path/to/folder [OUT=grades] [JOBS=2] [ROSTER=roster.csv]
 ## [OVERRIDES=fixes.csv] (OUT defaults to artifacts/grades; exit status 3: some submissions were not graded,
 ## the grader's own failure; run again to resume)
 grade: setup
-	$(PY) -m helpers.grading.batch grade $(SUBMISSIONS) --out $(if $(OUT),$(OUT),$(ARTIFACTS)/grades) --jobs $(JOBS) \
+	$(PY) -m instructors.batch grade $(SUBMISSIONS) --out $(if $(OUT),$(OUT),$(ARTIFACTS)/grades) --jobs $(JOBS) \
 	  $(if $(ROSTER),--roster $(ROSTER)) $(if $(OVERRIDES),--overrides $(OVERRIDES))
 
 ## What students receive (labs, chapters, the course package without answer keys, reference data):
 ## artifacts/release/ and artifacts/release.tar.gz
 release: setup
-	$(PY) -m helpers.grading.batch release --out $(ARTIFACTS)/release
+	$(PY) -m instructors.batch release --out $(ARTIFACTS)/release
 
 ## Run every notebook, collect the measurements, write results + summary + plots.
 gpu-report: setup

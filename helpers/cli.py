@@ -13,7 +13,7 @@ A single output file (``check_output_file``/``replacing``) never replaces a file
 unless the user passes --force; it is written beside and renamed, keeping the old file's mode. A refusal
 comes before any work, as one line naming the folder and what to pass instead.
 
-Serves: core — used by chapters 1, 3, 4, 9, 10, 12 and lab 13.
+Serves: core — used by chapters 1, 3, 4, 9, 10, 12.
 """
 
 from __future__ import annotations
@@ -115,7 +115,8 @@ def run(command: Callable[[list[str]], int], argv: Iterable[str] | None = None) 
 # ---------- the output contract: a command writes only what is new or its own, and never into the course ----------
 
 COURSE = Path(__file__).resolve().parents[1]  # the course folder this package belongs to
-COURSE_PARTS = ("solutions", "labs", "notebooks", "reference", "helpers", "tests", "docs", "jupyter", ".git")
+COURSE_PARTS = ("solutions", "labs", "notebooks", "reference", "helpers", "instructors", "tests", "docs", "jupyter",
+                ".git")
 
 
 def _real(path: Path | str) -> Path:

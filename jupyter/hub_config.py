@@ -1,5 +1,5 @@
 # JupyterHub configuration of the course's demo hub (one machine, system users). Started by
-#   python -m helpers.grading.batch hub serve ...      (make hub; docs/instructors.md, "Teaching on JupyterHub")
+#   python -m instructors.batch hub serve ...      (make hub; docs/instructors.md, "Teaching on JupyterHub")
 # which sets the COURSE_HUB_* variables read below. Production on Kubernetes: Zero to JupyterHub, see the guide.
 import os
 import sys

@@ -107,7 +107,7 @@ def test_the_first_versions_one_line_marker_is_not_trusted(tmp_path):
 
 
 @pytest.mark.parametrize("where", ["", "solutions", "labs", "notebooks", "reference", "helpers", ".git",
-                                   "helpers/grading", "solutions/new"])
+                                   "helpers/grading", "instructors/keys", "solutions/new"])
 def test_the_course_and_its_folders_are_refused(where):
     target = cli.COURSE / where if where else cli.COURSE
     with pytest.raises(InputError, match="commands never write there"):

@@ -2,9 +2,13 @@
 only) the spec that computes the expected answer and the hidden cases.
 
 Each lab is one package, ``helpers/labs/labNN_<topic>/``. Where an exercise comes from, in order: the
-registry; the lab's answer key ``helpers.labs.labNN_<topic>.key`` (instructors only: not in the students'
-copy); folders named in $GRADING_EXERCISES (``labNN.py`` files, e.g. a test fixture); the students'
-visible cases ``helpers/labs/labNN_<topic>/visible.json``, which carry their expected values but no spec.
+registry; the lab's answer key ``instructors.keys.labNN_<topic>`` (the instructors' package, beside ``helpers``
+in their checkout only: never in the students' copy); folders named in $GRADING_EXERCISES (``labNN.py`` files,
+e.g. a test fixture); the students' visible cases ``helpers/labs/labNN_<topic>/visible.json``, which carry their
+expected values but no spec.
+
+This module is the one place in ``helpers`` that looks for the instructors' package: by name, at run time
+(``answer_keys_present``, ``load_lab``), never with an import statement.
 
 Serves: the labs (self-checks) and instructors (lab generation, batch grading).
 """
@@ -24,9 +28,10 @@ from helpers.errors import InputError
 from helpers.grading import wire
 
 EXTRA_VAR = "GRADING_EXERCISES"
-LABS = Path(__file__).resolve().parents[1] / "labs"  # one package per lab
-LABS_PACKAGE = "helpers.labs"
-KEY_MODULE = "key"  # a lab's answer key: helpers/labs/labNN_<topic>/key.py (not in the students' copy)
+COURSE = Path(__file__).resolve().parents[2]  # the folder that holds this helpers package
+LABS = COURSE / "helpers" / "labs"  # one package per lab
+INSTRUCTORS = "instructors"  # the instructors' package: beside helpers/ in their checkout, never in the students' copy
+KEYS_PACKAGE = "instructors.keys"  # a lab's answer key: instructors/keys/labNN_<topic>.py
 VISIBLE_FILE = "visible.json"  # a lab's visible cases, with expected answers but no spec
 
 
@@ -39,15 +44,25 @@ def lab_package(lab: str, labs: Path = LABS) -> str | None:
 
 
 def answer_key_module(lab: str) -> str | None:
-    """The dotted name of a lab's answer key, e.g. 'helpers.labs.lab05_entropy_calibration.key'."""
+    """The dotted name of a lab's answer key, e.g. 'instructors.keys.lab05_entropy_calibration'."""
     pkg = lab_package(lab)
-    return f"{LABS_PACKAGE}.{pkg}.{KEY_MODULE}" if pkg else None
+    return f"{KEYS_PACKAGE}.{pkg}" if pkg else None
 
 
 def is_answer_key(module: str) -> bool:
-    """True for a lab's answer-key module (never loaded by a student's reference)."""
-    parts = module.split(".")
-    return len(parts) >= 4 and ".".join(parts[:2]) == LABS_PACKAGE and parts[3] == KEY_MODULE
+    """True for any module of the instructors' package (answer keys, grader): never loaded by a student's reference."""
+    return module == INSTRUCTORS or module.startswith(INSTRUCTORS + ".")
+
+
+def answer_keys_present() -> bool:
+    """True where the instructors' package that Python finds lies beside this helpers package (their checkout or
+    install); False in the students' copy and in a graded kernel's copy, even when the grader's own install is on
+    the path."""
+    try:
+        spec = importlib.util.find_spec(INSTRUCTORS)
+    except (ImportError, ValueError, OSError):  # OSError: an install's finder may point into a closed checkout
+        return False
+    return spec is not None and spec.origin is not None and Path(spec.origin).resolve().parents[1] == COURSE
 
 
 class _Missing:
@@ -152,16 +167,27 @@ def _import_file(lab: str, folder: Path) -> bool:
     return True
 
 
+def _import_key(key: str) -> bool:
+    """Import an answer key by its dotted name; False when it or a package above it is missing (a key that is there
+    but needs a missing module raises)."""
+    try:
+        importlib.import_module(key)
+    except ModuleNotFoundError as err:
+        if not err.name or not (key == err.name or key.startswith(err.name + ".")):
+            raise
+        return False
+    return True
+
+
 def load_lab(lab: str) -> None:
-    """Register a lab's exercises from the answer key if present, else an extra folder, else the visible cases."""
+    """Register a lab's exercises from its answer key if present, else an extra folder, else the visible cases.
+
+    The answer key is imported by its dotted name, ``instructors.keys.<lab package>``, where
+    ``answer_keys_present()``: this function is where ``helpers`` reaches into the instructors' package.
+    """
     key = answer_key_module(lab)
-    if key is not None:
-        try:
-            importlib.import_module(key)
-            return
-        except ModuleNotFoundError as err:
-            if err.name != key:
-                raise
+    if key is not None and answer_keys_present() and _import_key(key):
+        return
     for folder in filter(None, os.environ.get(EXTRA_VAR, "").split(os.pathsep)):
         if _import_file(lab, Path(folder)):
             return

@@ -1,4 +1,5 @@
-"""The folder tree is the map: the import rules between the packages of ``helpers``, read from the source.
+"""The folder tree is the map: the import rules between the packages of ``helpers`` (and the instructors'
+package beside it), read from the source.
 
     python -m helpers.tools.layout      print where each chapter's code lives, and any rule broken
 
@@ -19,14 +20,14 @@ names folders only (``declared_folders`` checks it), never a single module.
     6  grading            the check engine every lab runs (check, exercise, traced runs, speed checks)
     7  labs               one package per lab (helpers/labs/labNN_<topic>/); a lab never imports another lab
     8  tools
-    9  grading.batch      the instructors' service (batch grading, lab generation, the students' release): a
-                          whole folder above the tools, nested in grading/ until it moves out of the students'
-                          package
+       instructors        the instructors' package beside helpers (answer keys, batch grading, lab generation,
+                          the students' release): above every helpers layer. It may import any of them; no helpers
+                          module imports it (only ``helpers.grading.exercise`` looks it up by name, at run time)
 
 An entry point (a ``__main__`` module) may import anything below it and is imported by nothing.
 
-Also checked: no import cycle between modules, no module over ``MAX_LINES`` lines, and a ``Serves:``
-line in every module docstring (a chapter module's names its own chapter).
+Also checked, in helpers and in the instructors' package: no import cycle between modules, no module over
+``MAX_LINES`` lines, and a ``Serves:`` line in every module docstring (a chapter module's names its own chapter).
 
 Serves: tooling — `make test` (tests/tools/test_layout.py).
 """
@@ -40,11 +41,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+INSTRUCTORS = ROOT.parent / "instructors"  # the layer above every helpers layer, never imported by helpers
 LAYERS = {"plugins": 0.5,
           "kernels": 1, "quant": 1, "models": 2, "perf": 2, "model_quant": 3, "deploy": 4, "chapters": 5,
-          "grading": 6, "labs": 7, "tools": 8, "grading.batch": 9}
+          "grading": 6, "labs": 7, "tools": 8}
 LAYER_NAMES = {0: "foundation", 0.5: "plugins", 1: "tensor-level", 2: "models/perf", 3: "model_quant", 4: "deploy",
-               5: "chapters", 6: "check engine", 7: "labs", 8: "tools", 9: "instructors"}
+               5: "chapters", 6: "check engine", 7: "labs", 8: "tools"}
 MAX_LINES = 400
 CHAPTER = re.compile(r"ch(\d\d)")
 LAB = re.compile(r"lab(\d\d)")
@@ -71,10 +73,12 @@ def modules(root: Path = ROOT) -> dict[str, Path]:
     return {module_name(p, root): p for p in sorted(root.rglob("*.py"))}
 
 
-def imports(root: Path = ROOT) -> list[Import]:
-    """Every import of a module of the package, at module level or inside functions."""
+def imports(root: Path = ROOT, top: str | None = None) -> list[Import]:
+    """Every import, by a module of the package, of a module of package `top` (default: the package itself), at
+    module level or inside functions."""
     mods = modules(root)
-    top = root.name
+    top = top or root.name
+    known = mods if top == root.name else modules(root.parent / top)  # `top` is a sibling folder of `root`
     found = []
     for name, path in mods.items():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
@@ -83,18 +87,23 @@ def imports(root: Path = ROOT) -> list[Import]:
                 if node.module == top or node.module.startswith(top + "."):
                     for a in node.names:
                         full = f"{node.module}.{a.name}"
-                        targets.append(full if full in mods else node.module)
+                        targets.append(full if full in known else node.module)
             elif isinstance(node, ast.Import):
                 targets = [a.name for a in node.names if a.name == top or a.name.startswith(top + ".")]
             found += [Import(name, path, node.lineno, t) for t in targets if t != name]
     return found
 
 
+def reaches_instructors(root: Path = ROOT, instructors: str = INSTRUCTORS.name) -> list[str]:
+    """Every import statement of a helpers module that names the instructors' package, as 'path:line: why'."""
+    return [f"{imp.path.relative_to(root.parent)}:{imp.line}: {imp.module} imports {imp.target}: helpers never "
+            f"imports the instructors' package (the students' copy has none; helpers.grading.exercise looks an "
+            f"answer key up by name instead)" for imp in imports(root, instructors)]
+
+
 def layer(module: str) -> float:
     """The layer of a dotted module name (see the module docstring)."""
     parts = module.split(".")
-    if len(parts) > 2 and ".".join(parts[1:3]) in LAYERS:
-        return LAYERS[".".join(parts[1:3])]
     return LAYERS.get(parts[1], 0) if len(parts) > 1 else 0
 
 
@@ -221,8 +230,9 @@ def main() -> int:
     """Print the chapter map and every broken rule; exit 1 when one is broken."""
     for pkg, mods in chapter_map().items():
         print(f"{pkg:34s} {', '.join(mods) or '(uses core packages only: see its docstring)'}")
-    problems = (violations() + [" <-> ".join(c) + ": import cycle" for c in cycles()] + oversized() + undocumented()
-                + declared_folders())
+    problems = violations() + reaches_instructors() + declared_folders()
+    for root in (ROOT, INSTRUCTORS):
+        problems += [" <-> ".join(c) + ": import cycle" for c in cycles(root)] + oversized(root) + undocumented(root)
     for p in problems:
         print(p, file=sys.stderr)
     return 1 if problems else 0

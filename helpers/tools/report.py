@@ -242,7 +242,7 @@ def store_records(records_file: Path, into: str = "cpu", replace_owner: bool = F
     records = bench.load_records(records_file) if Path(records_file).is_file() else []
     if not records:
         raise InputError(f"{records_file} holds no records. Pass the JSON file the command wrote, e.g. "
-                         "python -m helpers.grading.batch.loadtest --out artifacts/loadtest.json.")
+                         "python -m instructors.batch.loadtest --out artifacts/loadtest.json.")
     ours = {p.stem for p in course_notebooks()}
     if any(r.notebook in ours for r in records):
         raise InputError(f"{records_file} holds notebook records: store a `make test` run with store-cpu.")

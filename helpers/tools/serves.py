@@ -1,5 +1,6 @@
 """Each core module's ``Serves:`` line, derived from the import graph: which chapters and labs reach it, through
-their own packages (``helpers.chapters.chNN_*``, ``helpers.labs.labNN_*``) and their notebooks' imports.
+their own packages (``helpers.chapters.chNN_*``, ``helpers.labs.labNN_*``), the labs' answer keys
+(``instructors/keys/labNN_*.py``, beside helpers) and their notebooks' imports.
 
     python -m helpers.tools.serves            list every core ``Serves:`` line the import graph contradicts
     python -m helpers.tools.serves --write    rewrite them from the graph
@@ -23,6 +24,7 @@ from helpers.tools import layout
 CORE_LAYERS = range(0, 5)  # foundation, kernels/quant, models/perf, model_quant, deploy (and plugins)
 SERVES = re.compile(r"^Serves:.*$", re.M)
 NOTEBOOK = re.compile(r"^(?:(\d\d)[a-z]?_|lab(\d\d)_)")
+ANSWER_KEY = re.compile(r"^instructors\.keys\.lab(\d\d)_")  # a lab's answer key, in the instructors' package
 
 
 def _notebook_imports(path: Path, mods: dict[str, Path]) -> set[str]:
@@ -63,7 +65,7 @@ def _closure(start: set[str], graph: dict[str, set[str]]) -> set[str]:
 
 
 def users(root: Path = layout.ROOT) -> dict[str, tuple[set[int], set[int]]]:
-    """{module: (chapters that reach it, labs that reach it)}, from packages and notebooks."""
+    """{module: (chapters that reach it, labs that reach it)}, from packages, answer keys and notebooks."""
     mods = layout.modules(root)
     graph: dict[str, set[str]] = {m: set() for m in mods}
     for imp in layout.imports(root):
@@ -76,6 +78,9 @@ def users(root: Path = layout.ROOT) -> dict[str, tuple[set[int], set[int]]]:
         if lab is not None:
             starts.setdefault(("lab", int(lab)), set()).add(name)
     course = root.parent
+    for imp in layout.imports(course / layout.INSTRUCTORS.name, root.name):
+        if m := ANSWER_KEY.match(imp.module):
+            starts.setdefault(("lab", int(m.group(1))), set()).add(imp.target)
     for folder in ("notebooks", "labs", "solutions"):
         for nb in sorted((course / folder).glob("*.ipynb")):
             m = NOTEBOOK.match(nb.name)

@@ -44,7 +44,7 @@ from tests.support.browser import (
     wait_kernel_idle,
 )
 
-from helpers.grading.batch.labgen import BEGIN_SOLUTION, END_SOLUTION
+from instructors.batch.labgen import BEGIN_SOLUTION, END_SOLUTION
 
 pytestmark = pytest.mark.browser
 

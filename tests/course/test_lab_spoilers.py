@@ -156,5 +156,5 @@ def test_the_unfinished_lab_shows_no_answer_and_fits_the_page(lab: Path) -> None
     found = spoilers(done, lab.stem.split("_")[0], solution)
     assert not found, (f"{lab.name}, run unfinished, shows the official solution's numbers before the student's "
                        f"code ran: {found}. Fix: show them only after ready(...) in the solution and its kit, "
-                       "then python -m helpers.grading.batch generate")
+                       "then python -m instructors.batch generate")
     assert not too_wide(done), f"{lab.name}: output wider than the page: {too_wide(done)}"

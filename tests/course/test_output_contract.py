@@ -24,7 +24,7 @@ import pytest
 
 from helpers import cli
 from helpers.errors import InputError
-from helpers.grading.batch.labgen import generate
+from instructors.batch.labgen import generate
 from tests.support.grading import write_solution
 
 ROOT = cli.COURSE
@@ -58,9 +58,9 @@ WRITERS = [
     Writer("report", _tool("report"), lambda o, f: ["--out", str(o), "--only", "00_*", "--timeout", "5"], True,
            "summary.md", beside=True),
     Writer("site", _tool("site"), lambda o, f: ["--out", str(o)], True, "index.html"),
-    Writer("release", ["-m", "helpers.grading.batch"], lambda o, f: ["release", "--out", str(o)], True, "README.md",
+    Writer("release", ["-m", "instructors.batch"], lambda o, f: ["release", "--out", str(o)], True, "README.md",
            beside=True),
-    Writer("grade", ["-m", "helpers.grading.batch"],
+    Writer("grade", ["-m", "instructors.batch"],
            lambda o, f: ["grade", str(f["subs"]), "--solutions", str(f["solutions"]), "--out", str(o),
                          "--sandbox", "plain"], True, "gradebook.csv"),
     Writer("suite_time", ["-m", "helpers.tools.suite_time"], lambda o, f: [str(time.time() - 60), str(o)], False,
@@ -152,8 +152,8 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> dict:
             return {"target": out, "runs": runs + [run(w.program + w.argv(out, fx)) for _ in range(2 - len(runs))]}
         jobs[(w.name, "happy")] = happy
     jobs[("deploy-build", "force")] = lambda: _force_chain(tmp / "force", fx)
-    jobs[("generate", "bogus")] = lambda: _labs_after(["-m", "helpers.grading.batch", "generate", "--bogus"])
-    jobs[("grading", "bad-verb")] = lambda: _labs_after(["-m", "helpers.grading", "regenerate"])
+    jobs[("generate", "bogus")] = lambda: _labs_after(["-m", "instructors.batch", "generate", "--bogus"])
+    jobs[("batch", "bad-verb")] = lambda: _labs_after(["-m", "instructors.batch", "regenerate"])
     with ThreadPoolExecutor(max_workers=3) as pool:
         futures = {key: pool.submit(job) for key, job in jobs.items()}
         return {key: f.result() for key, f in futures.items()}
@@ -217,8 +217,8 @@ def test_a_new_folder_then_its_own_folder_again_work(outcome: dict, name: str) -
 def _program(name: str) -> str:
     """The command as its marker names it."""
     return {"report": "helpers.tools.report", "site": "helpers.tools.site", "fresh_clone": "helpers.tools.fresh_clone",
-            "suite_time": "helpers.tools.suite_time", "release": "helpers.grading.batch release",
-            "grade": "helpers.grading.batch grade", "deploy-export": "helpers.deploy export",
+            "suite_time": "helpers.tools.suite_time", "release": "instructors.batch release",
+            "grade": "instructors.batch grade", "deploy-export": "helpers.deploy export",
             "deploy-build": "helpers.deploy build"}[name]
 
 
@@ -233,7 +233,7 @@ def test_deploy_build_replaces_a_file_it_did_not_write_only_with_force(outcome: 
 
 
 @pytest.mark.parametrize("key, message", [(("generate", "bogus"), "unrecognized arguments: --bogus"),
-                                          (("grading", "bad-verb"), "unknown command 'regenerate'")])
+                                          (("batch", "bad-verb"), "unknown command 'regenerate'")])
 def test_an_unknown_option_or_command_is_an_error_that_writes_nothing(outcome: dict, key, message) -> None:
     got = outcome[key]
     assert message in _one_line_error(got["result"]) and got["same"]

@@ -11,9 +11,9 @@ import pytest
 from helpers.errors import InputError
 from helpers.grading import Case, CheckFailed, check, get, hint, verify
 from helpers.grading import wire
-from helpers.grading.batch import visible
 from helpers.grading.check import verdict
 from helpers.grading.exercise import from_record
+from instructors.batch import visible
 
 check_module = importlib.import_module("helpers.grading.check")
 

@@ -174,14 +174,17 @@ def test_course_kernels_are_refused_in_a_copy_without_answer_keys(monkeypatch):
 
 
 def test_the_graded_package_copy_refuses_a_bound_reference_kernel(tmp_path):
-    from helpers.grading.batch import release
+    from instructors.batch import release
 
     course = release.student_package(tmp_path / "course")
     code = ("import helpers\nfrom helpers.grading.check import CheckFailed, check\n"
             "from helpers.kernels import histogram\n"
             "try:\n    check('lab12.global_atomics', histogram.hist_global, plot=False, perf=False)\n"
             "except CheckFailed as err:\n    print(err)\n")
-    env = dict(os.environ, PYTHONPATH=str(course), NUMBA_ENABLE_CUDASIM="1")
+    # the grader's checkout later on the path, as an install of the instructors' package puts it: its answer keys
+    # are not this copy's, so the copy still refuses course kernels
+    path = os.pathsep.join([str(course), str(release.ROOT)])
+    env = dict(os.environ, PYTHONPATH=path, NUMBA_ENABLE_CUDASIM="1")
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
                          timeout=300)
     assert "one of the course's own kernels" in out.stdout, out.stdout + out.stderr

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from tests.support.grading import answer_tests
 
-from helpers.labs.lab04_per_channel_and_requant import key as lab04
-from helpers.labs.lab05_entropy_calibration import key as lab05
+from instructors.keys import lab04_per_channel_and_requant as lab04
+from instructors.keys import lab05_entropy_calibration as lab05
 
 
 def _others(w, axis):

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from helpers.grading.batch.labgen import BEGIN_HIDDEN, BEGIN_SOLUTION, END_HIDDEN, END_SOLUTION, lab_from_solution
 from helpers.tools.notebooks import canonical, dumps
+from instructors.batch.labgen import BEGIN_HIDDEN, BEGIN_SOLUTION, END_HIDDEN, END_SOLUTION, lab_from_solution
 
 LAB = "lab98_fixture"
 SENTINEL = "HIDDEN-SENTINEL"
 
 @pytest.fixture
 def one_torch_thread() -> Iterator[None]:
-    """PyTorch on one thread during a test, as in graded kernels (helpers.grading.batch.sandbox.ONE_THREAD): the labs'
+    """PyTorch on one thread during a test, as in graded kernels (instructors.batch.sandbox.ONE_THREAD): the labs'
     models are small, and two threads on a busy 2-core machine mostly wait for each other."""
     import torch
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from helpers.grading.batch import hub
+from instructors.batch import hub
 from tests.support.browser import REPO, free_port, http_get
 
 PREFIX = "gich"  # "GPU INT8 course hub": every user the test makes starts with it
@@ -125,8 +125,8 @@ class Hub:
 
 
 def instructor(*args: str | Path) -> str:
-    """Run `python -m helpers.grading.batch ARGS` as the instructor (root here); return its output."""
-    done = subprocess.run([sys.executable, "-m", "helpers.grading.batch", *map(str, args)], cwd=REPO,
+    """Run `python -m instructors.batch ARGS` as the instructor (root here); return its output."""
+    done = subprocess.run([sys.executable, "-m", "instructors.batch", *map(str, args)], cwd=REPO,
                           capture_output=True, text=True, timeout=120)
     if done.returncode:
         raise AssertionError(f"{' '.join(map(str, args))} exited {done.returncode}:\n{done.stdout}{done.stderr}")
@@ -141,7 +141,7 @@ def running_hub(students: list[str], instructors: list[str], cache: Path, log: P
     port = free_port()
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "helpers.grading.batch", "hub", "serve",
+        proc = subprocess.Popen([sys.executable, "-m", "instructors.batch", "hub", "serve",
                                  "--students", ",".join(students), "--instructors", ",".join(instructors),
                                  "--hub", str(folder), "--port", str(port), "--cache", str(cache)],
                                 cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,

@@ -1,4 +1,5 @@
-"""The folder tree is the map: import direction, no cycles, small modules, a 'Serves:' line everywhere."""
+"""The folder tree is the map: import direction, no cycles, small modules, a 'Serves:' line everywhere (helpers
+and the instructors' package), and no helpers module importing the instructors' package."""
 
 from __future__ import annotations
 
@@ -14,8 +15,12 @@ def test_no_import_goes_up_a_layer_or_to_a_later_chapter() -> None:
     assert layout.violations() == []
 
 
-def test_no_import_cycle() -> None:
-    assert layout.cycles() == []
+PACKAGES = pytest.mark.parametrize("root", [layout.ROOT, layout.INSTRUCTORS], ids=["helpers", "instructors"])
+
+
+@PACKAGES
+def test_no_import_cycle(root: Path) -> None:
+    assert layout.cycles(root) == []
 
 
 def test_every_declared_layer_is_a_folder() -> None:
@@ -29,12 +34,14 @@ def test_a_layer_declared_for_a_single_module_is_reported(tmp_path: Path) -> Non
     assert len(found) == 1 and "'deploy.registry'" in found[0] and "not a folder" in found[0]
 
 
-def test_no_module_is_over_the_size_limit() -> None:
-    assert layout.oversized() == []
+@PACKAGES
+def test_no_module_is_over_the_size_limit(root: Path) -> None:
+    assert layout.oversized(root) == []
 
 
-def test_every_module_says_which_chapter_it_serves() -> None:
-    assert layout.undocumented() == []
+@PACKAGES
+def test_every_module_says_which_chapter_it_serves(root: Path) -> None:
+    assert layout.undocumented(root) == []
 
 
 def test_every_chapter_notebook_has_its_chapter_package() -> None:
@@ -42,9 +49,9 @@ def test_every_chapter_notebook_has_its_chapter_package() -> None:
     assert {f"ch{n}" for n in notebooks} <= set(layout.chapter_map())
 
 
-def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
-    """A fake helpers package with the given files (path -> source)."""
-    root = tmp_path / "helpers"
+def _tree(tmp_path: Path, files: dict[str, str], package: str = "helpers") -> Path:
+    """A fake helpers (or instructors) package with the given files (path -> source)."""
+    root = tmp_path / package
     for rel, src in files.items():
         p = root / rel
         p.parent.mkdir(parents=True, exist_ok=True)
@@ -92,7 +99,6 @@ def test_size_and_docstring_rules_fail_on_a_plant(tmp_path: Path, bad: dict[str,
 LAB_PLANT = {
     **PLANT,
     "grading/__init__.py": '"""Serves: the labs."""\n',
-    "grading/batch/__init__.py": '"""Serves: instructors."""\n',
     "labs/__init__.py": '"""Serves: the labs."""\n',
     "labs/lab02_copy/__init__.py": '"""Serves: lab 02."""\n',
     "labs/lab02_copy/kit.py": '"""Serves: lab 02."""\nfrom helpers.chapters.ch03_memory import bench\n',
@@ -107,15 +113,46 @@ def test_a_clean_lab_tree_passes(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("rel, src, why", [
-    ("labs/lab05_calib/key.py", "from helpers.labs.lab02_copy import kit\n", "a lab must not import another lab"),
+    ("labs/lab05_calib/runner.py", "from helpers.labs.lab02_copy import kit\n", "a lab must not import another lab"),
     ("chapters/ch03_memory/lab_demo.py", "from helpers.labs.lab02_copy import kit\n", "lower layer"),
     ("perf/roof.py", "def f():\n    from helpers.labs.lab02_copy.kit import x\n", "lower layer"),
-    ("grading/check.py", "from helpers.grading.batch import grade\n", "lower layer"),
 ])
 def test_lab_rules_fail_on_a_plant(tmp_path: Path, rel: str, src: str, why: str) -> None:
     root = _tree(tmp_path, {**LAB_PLANT, rel: '"""Serves: core."""\n' + src})
     found = [p for p in layout.violations(root) if rel.replace(".py", "").replace("/", ".") in p]
     assert found and why in found[0], found
+
+
+def test_no_helpers_module_imports_the_instructors_package() -> None:
+    assert layout.reaches_instructors() == []
+
+
+@pytest.mark.parametrize("rel, src, line", [
+    ("grading/exercise.py", "from instructors.keys import lab05_calib\n", 2),
+    ("tools/report.py", "def f():\n    import instructors.batch.grade\n", 3),
+    ("labs/lab05_calib/kit.py", "import instructors\n", 2),
+])
+def test_a_helpers_module_importing_the_instructors_package_is_reported(tmp_path: Path, rel: str, src: str,
+                                                                        line: int) -> None:
+    root = _tree(tmp_path, {**LAB_PLANT, rel: '"""Serves: core."""\n' + src})
+    found = layout.reaches_instructors(root)
+    assert len(found) == 1 and found[0].startswith(f"helpers/{rel}:{line}:"), found
+    assert "never imports the instructors' package" in found[0]
+
+
+def test_looking_an_answer_key_up_by_name_is_not_an_import(tmp_path: Path) -> None:
+    src = '"""Serves: core."""\nimport importlib\n\nkey = importlib.import_module("instructors.keys.lab05_calib")\n'
+    root = _tree(tmp_path, {**LAB_PLANT, "grading/exercise.py": src})
+    assert layout.reaches_instructors(root) == []
+
+
+def test_an_import_cycle_in_the_instructors_package_is_reported(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {"__init__.py": '"""Serves: instructors."""\n',
+                            "batch/__init__.py": '"""Serves: instructors."""\n',
+                            "batch/grade.py": '"""Serves: instructors."""\nfrom instructors.batch import worker\n',
+                            "batch/worker.py": '"""Serves: instructors."""\nfrom instructors.batch import grade\n'},
+                 package="instructors")
+    assert layout.cycles(root) == [["instructors.batch.grade", "instructors.batch.worker"]]
 
 
 def test_serves_lines_agree_with_the_import_graph() -> None:
@@ -134,3 +171,14 @@ def test_a_drifted_serves_line_is_reported(tmp_path: Path) -> None:
                                   "chapters/ch05_other/__init__.py": '"""Serves: chapter 5."""\n',
                                   "chapters/ch03_memory/bench.py": '"""Serves: chapter 3."""\nfrom helpers.perf import gemm\n'})
     assert any("used by chapters 3, 9." in p for p in serves.stale(root))  # chapter 9 reaches it through 3
+
+
+def test_an_answer_key_counts_for_its_lab_in_the_serves_lines(tmp_path: Path) -> None:
+    from helpers.tools import serves
+
+    root = _tree(tmp_path, {**PLANT, "perf/gemm.py": '"""Serves: core — used by lab 05."""\n'})
+    assert any("perf/gemm.py" in p for p in serves.stale(root))  # nothing imports it yet
+    _tree(tmp_path, {"__init__.py": '"""Serves: instructors."""\n', "keys/__init__.py": '"""Serves: instructors."""\n',
+                     "keys/lab05_calib.py": '"""Serves: lab 05."""\nfrom helpers.perf import gemm\n'},
+          package="instructors")
+    assert not [p for p in serves.stale(root) if "perf/gemm.py" in p]  # lab 05's answer key imports it

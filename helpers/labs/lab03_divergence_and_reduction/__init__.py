@@ -1,8 +1,8 @@
-"""Lab 03, divergence and reduction: everything of this lab in one place.
+"""Lab 03, divergence and reduction: everything of this lab that students get.
 
-key.py is its answer key (specs and hidden cases; instructors only, left out of the students' release),
-kit.py its student-side runners and checks, visible.json its visible cases (written by
-`python -m helpers.grading.batch generate`); here: key.py kit.py.
+Its answer key (specs and hidden cases) is instructors/keys/lab03_divergence_and_reduction.py, never in the
+students' release; kit.py its student-side runners and checks, visible.json its visible cases (written by
+`python -m instructors.batch generate`); here: kit.py.
 
 Serves: lab 03.
 """

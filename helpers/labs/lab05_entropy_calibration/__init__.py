@@ -1,8 +1,8 @@
-"""Lab 05, entropy calibration: everything of this lab in one place.
+"""Lab 05, entropy calibration: everything of this lab that students get.
 
-key.py is its answer key (specs and hidden cases; instructors only, left out of the students' release),
-kit.py its student-side runners and checks, visible.json its visible cases (written by
-`python -m helpers.grading.batch generate`); here: key.py.
+Its answer key (specs and hidden cases) is instructors/keys/lab05_entropy_calibration.py, never in the students'
+release; kit.py its student-side runners and checks, visible.json its visible cases (written by `python -m
+instructors.batch generate`).
 
 Serves: lab 05.
 """

@@ -1,9 +1,9 @@
-"""Lab 13, weight-only GEMV: everything of this lab in one place.
+"""Lab 13, weight-only GEMV: everything of this lab that students get.
 
-key.py is its answer key (specs, hidden cases and the solution kernels; instructors only, left out of the
-students' release), kit.py its student-side runners and checks, visible.json its visible cases (written by
-`python -m helpers.grading.batch generate`), bench.py its GPU timing
-(`python -m helpers.labs.lab13_weight_only_gemv.bench --out DIR`).
+Its answer key (specs, hidden cases and the solution kernels) is instructors/keys/lab13_weight_only_gemv.py,
+never in the students' release; kit.py its student-side runners and checks, visible.json its visible cases
+(written by `python -m instructors.batch generate`), bench.py the GPU timing of your kernel (the instructors
+time the solution's with `python -m instructors.lab13_bench --out DIR`).
 
 Serves: lab 13.
 """

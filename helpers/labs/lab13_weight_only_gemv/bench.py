@@ -12,7 +12,7 @@ timing is not: chapter 12 replays each kernel's calls as one CUDA graph, while h
 by one (your numba kernel runs on one fixed stream, outside any graph), so the gap between two launches counts in
 each call and a few-microsecond kernel's time is not comparable one to one with chapter 12's table.
 
-    python -m helpers.labs.lab13_weight_only_gemv.bench --out DIR     # the solution's kernel; DIR/results.json
+The instructors time the solution's kernel with ``python -m instructors.lab13_bench --out DIR``.
 
 Serves: lab 13 (its GPU timing).
 """
@@ -25,10 +25,9 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from helpers import bench, cli, spread
+from helpers import bench, spread
 from helpers.labs.lab13_weight_only_gemv.kit import KERNELS
 
 SHAPES = ((4096, 4096), (11008, 4096), (4096, 11008))  # (N out, K in): LLaMA-7B's projections
@@ -39,7 +38,6 @@ MAX_SLEEP_CYCLES = 2 * 10**9  # about a second of the sleep kernel
 RATIOS = {  # record name: (faster kernel, slower kernel); value = slower's time / faster's time
     "lab13.yours_over_fp16": ("yours", "fp16"), "lab13.course_over_fp16": ("course", "fp16"),
     "lab13.yours_over_course_naive": ("yours", "course_naive"), "lab13.course_over_yours": ("course", "yours")}
-PROG = "python -m helpers.labs.lab13_weight_only_gemv.bench"
 
 
 @dataclass
@@ -262,40 +260,3 @@ def speed_of_light_notes(result: Result) -> list[str]:
     for line in said:
         print(line)
     return said
-
-
-def _solution() -> Any:
-    """The solution's kernel, from the answer key (instructors' copy only)."""
-    try:
-        from helpers.labs.lab13_weight_only_gemv import key
-    except ModuleNotFoundError:
-        from helpers.errors import InputError
-
-        raise InputError("the solution's kernel lives in lab 13's answer key, which this copy of the course does not "
-                         "have; run this in the instructors' checkout, or time your own kernel from the lab.") from None
-    return key.gemv_w4
-
-
-def main(argv: list[str]) -> int:
-    """--out DIR: time the solution's kernel (needs the answer key) and write DIR/results.json."""
-    from helpers.device import require_gpu
-
-    ap = cli.Parser(prog=PROG, description="Time lab 13's solution GEMV on this GPU; write the lab13.* records.")
-    ap.add_argument("--out", type=Path, required=True, help="a new or empty folder for results.json")
-    ap.add_argument("--rounds", type=cli.positive_int, default=ROUNDS, help="interleaved rounds (at least 5)")
-    args = ap.parse_args(argv)
-    require_gpu("Timing the lab 13 GEMV")
-    gemv = _solution()
-    cli.check_output_dir(args.out, PROG, instead="a new or empty folder")
-    bench.set_notebook("lab13_weight_only_gemv")
-    ratios = record(measure(gemv, rounds=max(5, args.rounds)))
-    with cli.output_dir(args.out, PROG, instead="a new or empty folder") as out:
-        bench.save_records(bench.session_records(), out / "results.json")
-    for name, value in ratios.items():
-        print(f"{name}: {value:.2f}×")
-    print(f"wrote {args.out / 'results.json'}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(cli.run(main))

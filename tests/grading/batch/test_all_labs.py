@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers.grading.batch.grade import grade
-from helpers.grading.batch.gradebook import Graded
+from instructors.batch.grade import grade
+from instructors.batch.gradebook import Graded
 
 ROOT = Path(__file__).resolve().parents[3]
 SOLUTIONS = sorted((ROOT / "solutions").glob("lab*.ipynb"))
@@ -28,7 +28,7 @@ def batch(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Gra
 @pytest.mark.slow
 @pytest.mark.parametrize("solution", SOLUTIONS, ids=[p.stem for p in SOLUTIONS])
 def test_solution_full_marks_and_lab_only_not_done_yet(solution: Path, batch: dict) -> None:
-    assert (ROOT / "labs" / solution.name).exists(), "the lab is missing. Fix: python -m helpers.grading.batch generate"
+    assert (ROOT / "labs" / solution.name).exists(), "the lab is missing. Fix: python -m instructors.batch generate"
     sol, stub = batch[("solutions", solution.stem)], batch[("labs", solution.stem)]
 
     got, possible = sol.points()

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from tests.support.grading import ADD, LAB, MUL, SENTINEL, solution_nb, student_nb, write_exercises, write_nb, write_solution
 
-from helpers.grading.batch import sandbox
-from helpers.grading.batch.grade import grade
-from helpers.grading.batch.labgen import lab_from_solution
-from helpers.grading.batch.submissions import file_hash
+from instructors.batch import sandbox
+from instructors.batch.grade import grade
+from instructors.batch.labgen import lab_from_solution
+from instructors.batch.submissions import file_hash
 
 pytestmark = pytest.mark.skipif(not sandbox.bwrap_works(), reason="needs bubblewrap (apt-get install bubblewrap): "
                                 "the hostile submissions here would reach the test runner without namespaces")
@@ -25,7 +25,7 @@ LOOP = "while True:\n    pass"
 STUCK = "while True:\n    try:\n        while True:\n            pass\n    except KeyboardInterrupt:\n        pass"
 MARK = "grading-linger-marker"
 SNOOP = """\
-import glob, os, pathlib, helpers
+import glob, importlib.util, os, pathlib, helpers
 needle = 'HIDDEN-' + 'SENTINEL'
 names = os.listdir('.')
 found = []
@@ -33,6 +33,8 @@ for pattern in ['*.ipynb', '**/*.ipynb', '../*.ipynb', '../*/*.ipynb', '../solut
                 '/tmp/**/lab98.py', '/tmp/**/*.ipynb', '/root/**/lab98.py']:
     found += glob.glob(pattern, recursive=True)
 keys = list(pathlib.Path(helpers.__file__).parent.glob('labs/*/key.py'))
+keys += list(pathlib.Path(helpers.__file__).parents[1].glob('instructors')) + [importlib.util.find_spec('instructors')]
+keys = [k for k in keys if k]
 leaks = [f for f in found if needle in open(f, errors='replace').read()]
 if names or leaks or keys or 'GRADING_EXERCISES' in os.environ:
     raise RuntimeError(f'cwd holds {names}; hidden tests readable in {leaks}; answer keys there: {keys}')

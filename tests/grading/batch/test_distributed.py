@@ -16,8 +16,8 @@ import pytest
 from tests.support.grading import ADD, LAB, MUL, student_nb, write_exercises, write_nb, write_solution
 
 from helpers.errors import InputError
-from helpers.grading.batch import shards
-from helpers.grading.batch.grade import grade, main, merge
+from instructors.batch import shards
+from instructors.batch.grade import grade, main, merge
 
 ROOT = Path(__file__).resolve().parents[3]
 CASES = {"perfect": (ADD, MUL), "wrong": ("def add(a, b):\n    return a - b", MUL), "renamed": (ADD,),
@@ -45,7 +45,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict:
     grade([root / "subs"], root / "local", solutions_dir=sols, exercises=keys, cell_timeout=30, time_factor=2,
           quiet=True)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    procs = [subprocess.Popen([sys.executable, "-m", "helpers.grading.batch", "grade", str(root / "subs"), "--shard",
+    procs = [subprocess.Popen([sys.executable, "-m", "instructors.batch", "grade", str(root / "subs"), "--shard",
                                f"{i}/2", "--out", str(root / f"shard-{i}"), *common], env=env, cwd=ROOT,
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for i in range(2)]
     for p in procs:
@@ -92,7 +92,7 @@ def test_shard_arguments_and_selection() -> None:
 
 def test_throughput_records_hold_the_median_and_every_round(tmp_path: Path) -> None:
     from helpers import bench
-    from helpers.grading.batch import throughput
+    from instructors.batch import throughput
 
     out = tmp_path / "tp.json"
     throughput.save({"local_jobs1": [60.0, 40.0, 50.0, 45.0, 55.0], "local_jobs2": [30.0] * 5, "shards2": [36.0] * 5},

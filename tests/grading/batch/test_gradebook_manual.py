@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from helpers.errors import InputError
-from helpers.grading.batch import grade as grade_mod
-from helpers.grading.batch import manual, overrides, shards
-from helpers.grading.batch.gradebook import Graded
-from helpers.grading.batch.runner import RunResult, TestOutcome
-from helpers.grading.batch.submissions import Submission
+from instructors.batch import grade as grade_mod
+from instructors.batch import manual, overrides, shards
+from instructors.batch.gradebook import Graded
+from instructors.batch.runner import RunResult, TestOutcome
+from instructors.batch.submissions import Submission
 
 LAB = "lab98_fixture"
 
@@ -191,7 +191,7 @@ def test_make_grade_takes_the_output_folder_and_the_overrides() -> None:
     root = Path(__file__).resolve().parents[3]
     said = subprocess.run(["make", "-n", "-C", str(root), "grade", "SUBMISSIONS=subs", "OUT=my-grades",
                            "OVERRIDES=fixes.csv"], capture_output=True, text=True, check=True).stdout
-    line = next(x for x in said.splitlines() if "helpers.grading.batch grade" in x)
+    line = next(x for x in said.splitlines() if "instructors.batch grade" in x)
     assert "--out my-grades" in line and "--overrides fixes.csv" in said
 
 
@@ -200,8 +200,8 @@ def test_a_real_batch_counts_points_given_in_manual_csv_and_overrides_and_keeps_
     from tests.support.grading import ADD, LAB as FIXTURE, MUL, solution_nb, student_nb, write_exercises
     from tests.support.grading import write_nb, write_solution
 
-    from helpers.grading.batch.grade import grade
-    from helpers.grading.batch.labgen import lab_from_solution
+    from instructors.batch.grade import grade
+    from instructors.batch.labgen import lab_from_solution
 
     sols = write_solution(tmp_path / "solutions").parent
     lab = lab_from_solution(solution_nb())

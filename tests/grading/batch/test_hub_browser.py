@@ -49,7 +49,8 @@ package = importlib.util.find_spec('helpers').origin
 cache = os.environ['WORKBOOK_CACHE']
 print('PROBE' + json.dumps(dict(
     package=package, cache=cache, cache_file=readable(os.path.join(cache, 'probe.txt')),
-    keys_in_release=glob.glob(os.path.join(os.path.dirname(package), 'labs', '*', 'key.py')),
+    keys_in_release=glob.glob(os.path.join(os.path.dirname(package), 'labs', '*', 'key.py'))
+    + glob.glob(os.path.join(os.path.dirname(os.path.dirname(package)), 'instructors')),
     other_home=readable({other!r}), key=readable({key!r}), solution=readable({solution!r}),
     state=readable({state!r}))))
 """
@@ -58,7 +59,7 @@ print('PROBE' + json.dumps(dict(
 def write_probe(hub, home: Path, owner: str, other_lab: Path) -> str:
     """Put a notebook running PROBE into the student's home (theirs, private); return its name."""
     source = PROBE.format(other=str(other_lab), state=str(hub.folder / "state" / "jupyterhub.sqlite"),
-                          key=str(REPO / "helpers" / "labs" / LAB / "key.py"),
+                          key=str(REPO / "instructors" / "keys" / f"{LAB}.py"),
                           solution=str(REPO / "solutions" / f"{LAB}.ipynb"))
     nb = {"cells": [{"cell_type": "code", "metadata": {}, "source": source, "outputs": [], "execution_count": None}],
           "metadata": {"kernelspec": {"name": "gpu-int8-course", "display_name": "GPU INT8 course",

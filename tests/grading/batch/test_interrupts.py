@@ -53,7 +53,7 @@ def _batch(tmp_path: Path) -> tuple[list[str], dict[str, str], Path]:
         write_nb(subs / f"{LAB}__{name}.ipynb", student_nb(ADD, SLOW, MUL))
     scratch = Path(tempfile.mkdtemp(prefix="gi-", dir="/tmp"))  # short: the kernels' socket paths must fit
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "helpers.grading.batch", "grade", str(subs), "--out", str(out),
+    cmd = [sys.executable, "-m", "instructors.batch", "grade", str(subs), "--out", str(out),
            "--solutions", str(tmp_path / "solutions"), "--exercises", str(keys), "--jobs", "2",
            "--cell-timeout", "60", "--total-timeout", "120", "--time-factor", "2"]
     env = dict(os.environ, TMPDIR=str(scratch), PYTHONPATH=str(ROOT))
@@ -72,7 +72,7 @@ def test_a_signal_stops_the_batch_cleanly_and_a_rerun_resumes(tmp_path: Path, si
 
 def test_every_signal_that_would_end_a_batch_stops_it_cleanly_instead() -> None:
     """SIGQUIT takes the same path as the three signals above (a real batch each): the same handler."""
-    from helpers.grading.batch import interrupts
+    from instructors.batch import interrupts
 
     with interrupts.stoppable() as stop:
         handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)}

@@ -12,11 +12,11 @@ import pytest
 from tests.support.grading import SENTINEL, leaks, solution_lines, solution_nb
 
 from helpers.grading import wire
-from helpers.grading.batch import visible
-from helpers.grading.batch.labgen import (BEGIN_HIDDEN, BEGIN_SOLUTION, END_HIDDEN, END_SOLUTION, MARKDOWN_STUB,
-                                    generate, lab_from_solution, stale)
-from helpers.grading.batch.worker import check_call, is_test_cell
 from helpers.tools.notebooks import dumps
+from instructors.batch import visible
+from instructors.batch.labgen import (BEGIN_HIDDEN, BEGIN_SOLUTION, END_HIDDEN, END_SOLUTION, MARKDOWN_STUB,
+                                      generate, lab_from_solution, stale)
+from instructors.batch.worker import check_call, is_test_cell
 
 ROOT = Path(__file__).resolve().parents[3]
 SOLUTIONS, LABS = ROOT / "solutions", ROOT / "labs"
@@ -82,10 +82,10 @@ def test_generate_never_replaces_a_lab_that_changed_since_it_wrote_it(tmp_path: 
 
 def test_committed_labs_and_visible_cases_are_what_generate_writes() -> None:
     out = stale(SOLUTIONS, LABS) + visible.stale()
-    assert not out, f"out of date: {out}. Fix: python -m helpers.grading.batch generate"
+    assert not out, f"out of date: {out}. Fix: python -m instructors.batch generate"
     record = _load(LABS / ".generated.json")
     unrecorded = [p.name for p in LABS.glob("*.ipynb") if record.get(p.name) != hashlib.sha256(p.read_bytes()).hexdigest()]
-    assert not unrecorded, f"labs/.generated.json does not record {unrecorded}. Fix: python -m helpers.grading.batch generate"
+    assert not unrecorded, f"labs/.generated.json does not record {unrecorded}. Fix: python -m instructors.batch generate"
     extra = {p.name for p in LABS.glob("*.ipynb")} - {p.name for p in SOLUTIONS.glob("*.ipynb")}
     assert not extra, f"labs without a solution: {sorted(extra)} (labs/ is generated; delete them)"
 

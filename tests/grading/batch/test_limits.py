@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 from tests.support.grading import ADD, LAB, MUL, student_nb, write_exercises, write_nb, write_solution
 
-from helpers.grading.batch import limits, sandbox
-from helpers.grading.batch.grade import grade
+from instructors.batch import limits, sandbox
+from instructors.batch.grade import grade
 
 ALLOC = "import numpy as np\nkeep = []\nwhile True:\n    keep.append(np.ones(2**24))"  # 128 MiB a step
 BIG_FILE = "open('big.bin', 'wb').write(b'x' * (24 * 2**20))"

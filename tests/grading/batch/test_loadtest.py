@@ -1,4 +1,4 @@
-"""helpers.grading.batch.loadtest: its records, what docs/instructors.md says of the stored ones, and its bad input."""
+"""instructors.batch.loadtest: its records, what docs/instructors.md says of the stored ones, and its bad input."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from helpers import bench
-from helpers.grading.batch import loadtest
+from instructors.batch import loadtest
 
 ROOT = Path(__file__).resolve().parents[3]
 

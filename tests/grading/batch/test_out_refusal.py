@@ -9,7 +9,7 @@ import pytest
 from tests.support.grading import LAB, student_nb, write_nb, write_solution
 
 from helpers import cli
-from helpers.grading.batch.grade import main
+from instructors.batch.grade import main
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers.grading.batch.grade import grade
-from helpers.grading.batch.overwrite import restore
+from instructors.batch.grade import grade
+from instructors.batch.overwrite import restore
 
 ROOT = Path(__file__).resolve().parents[3]
 LAB06 = ROOT / "solutions" / "lab06_ptq_sensitivity.ipynb"

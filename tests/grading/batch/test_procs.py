@@ -1,4 +1,4 @@
-"""helpers.grading.batch.procs: leftovers are killed, but never a process that a kept one starts meanwhile
+"""instructors.batch.procs: leftovers are killed, but never a process that a kept one starts meanwhile
 (the race that killed a live worker's compiler probe, "Canary probe child process exited with code -9")."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from helpers.grading.batch import procs
+from instructors.batch import procs
 
 
 def test_a_kept_process_keeps_a_child_it_starts_while_the_clean_up_runs(monkeypatch):

@@ -14,10 +14,10 @@ import pytest
 
 from helpers.errors import InputError
 from helpers.grading import speed_of_light as sol
-from helpers.grading.batch import rank, rank_board, rank_planted
-from helpers.grading.batch.rank_board import NOT_TIMED, TIMED, Entry
-from helpers.grading.batch.rank_extract import kernels, read_cells
-from helpers.grading.batch.rank_problems import SIM_DIMS, problem, recheck, secret_seed
+from instructors.batch import rank, rank_board, rank_planted
+from instructors.batch.rank_board import NOT_TIMED, TIMED, Entry
+from instructors.batch.rank_extract import kernels, read_cells
+from instructors.batch.rank_problems import SIM_DIMS, problem, recheck, secret_seed
 
 SOLUTIONS = Path(__file__).resolve().parents[3] / "solutions"
 NAIVE = SOLUTIONS / "lab11_gemm_kernels.ipynb"
@@ -41,8 +41,9 @@ def test_problems_are_fresh_per_seed_and_reproducible() -> None:
 
 
 def test_the_gemv_answer_is_lab_13s_spec() -> None:
-    from helpers.grading.batch.rank_problems import gemv_answer
-    from helpers.labs.lab13_weight_only_gemv import key, kit
+    from instructors.batch.rank_problems import gemv_answer
+    from helpers.labs.lab13_weight_only_gemv import kit
+    from instructors.keys import lab13_weight_only_gemv as key
 
     packed, scales, x = kit.problem(np.random.default_rng(5), 6, 256, 32)
     assert np.array_equal(gemv_answer(packed, scales, x), key.spec_gemv(packed, scales, x)["y"])
@@ -120,7 +121,7 @@ def test_bad_input_is_refused_before_anything_is_written(tmp_path: Path) -> None
 
 
 def test_the_batch_command_knows_rank(capsys: pytest.CaptureFixture) -> None:
-    from helpers.grading.batch.__main__ import main
+    from instructors.batch.__main__ import main
 
     assert main(["rank", "--out", "x"]) == 2  # no submissions: one line, exit status 2
     assert "no submissions" in capsys.readouterr().err
@@ -195,7 +196,7 @@ def test_the_planted_submissions_end_to_end_without_a_gpu(tmp_path: Path) -> Non
 
 
 def test_rank_keeps_the_output_contract(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    from helpers.grading.batch.__main__ import main
+    from instructors.batch.__main__ import main
 
     sub = _lab12(tmp_path)
     mine = tmp_path / "mine"
@@ -217,7 +218,7 @@ def test_rank_keeps_the_output_contract(tmp_path: Path, capsys: pytest.CaptureFi
 def test_the_gpu_timing_procedure_runs_in_the_simulator() -> None:
     """rank_gpu's procedure (flush, fresh poisoned inputs, checks of every run and after) on tiny shapes in numba's
     simulator: the official kernel is 'timed' (the simulator's times mean nothing), a wrong one rejected."""
-    from helpers.grading.batch import rank_gpu
+    from instructors.batch import rank_gpu
 
     shapes = [("tiny", SIM_DIMS["lab11.naive"])]
     ok = rank_gpu.time_kernel(_naive(), "lab11.naive", runs=2, shapes=shapes, device="sim", flush_bytes=1024)
@@ -228,7 +229,7 @@ def test_the_gpu_timing_procedure_runs_in_the_simulator() -> None:
 
 
 def test_the_shape_cheat_is_caught_by_fresh_inputs_at_a_larger_shape() -> None:
-    from helpers.grading.batch import rank_gpu
+    from instructors.batch import rank_gpu
 
     code = rank_planted.CHEATS["cache_by_shape"].code
     cells = ["from numba import cuda, float32\n", code, "check('lab11.naive', gemm_naive)"]

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from helpers.grading.batch import rank_guard
-from helpers.grading.batch.rank_extract import functions, kernels, read_cells
-from helpers.grading.batch.rank_planted import CHEATS, planted
-from helpers.grading.batch.rank_problems import OUT_INDEX
 from helpers.grading.speed_of_light import TARGETS
 from helpers.grading.kernel_source import UNDEFINED
+from instructors.batch import rank_guard
+from instructors.batch.rank_extract import functions, kernels, read_cells
+from instructors.batch.rank_planted import CHEATS, planted
+from instructors.batch.rank_problems import OUT_INDEX
 
 SOLUTIONS = Path(__file__).resolve().parents[3] / "solutions"
 LABS = {"lab11": "lab11_gemm_kernels", "lab12": "lab12_histogram_kernels", "lab13": "lab13_weight_only_gemv"}

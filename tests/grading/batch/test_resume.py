@@ -1,11 +1,11 @@
-"""helpers.grading.batch.grade: a re-run reuses a grade only while the submission and its lab's solution are unchanged."""
+"""instructors.batch.grade: a re-run reuses a grade only while the submission and its lab's solution are unchanged."""
 
 from __future__ import annotations
 
 
 def test_a_changed_solution_changes_the_resume_key(tmp_path):
-    from helpers.grading.batch.grade import resume_key
-    from helpers.grading.batch.submissions import Submission
+    from instructors.batch.grade import resume_key
+    from instructors.batch.submissions import Submission
 
     sol = tmp_path / "lab00_x.ipynb"
     sol.write_text("one")

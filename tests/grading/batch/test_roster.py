@@ -12,12 +12,12 @@ import pytest
 from tests.support.grading import LAB, student_nb, write_nb, write_solution
 
 from helpers.errors import InputError
-from helpers.grading.batch import overrides
-from helpers.grading.batch.grade import main
-from helpers.grading.batch.gradebook import Graded, write_gradebook, write_summary
-from helpers.grading.batch.roster import read_roster
-from helpers.grading.batch.runner import RunResult, TestOutcome
-from helpers.grading.batch.submissions import Submission, discover, skipped_files
+from instructors.batch import overrides
+from instructors.batch.grade import main
+from instructors.batch.gradebook import Graded, write_gradebook, write_summary
+from instructors.batch.roster import read_roster
+from instructors.batch.runner import RunResult, TestOutcome
+from instructors.batch.submissions import Submission, discover, skipped_files
 
 
 def _roster(tmp_path: Path, data: bytes) -> dict[str, str]:

@@ -10,11 +10,11 @@ import pytest
 from tests.support.grading import solution_nb, write_exercises, write_solution
 
 from helpers.errors import InputError
-from helpers.grading.batch.grade import grade, main
-from helpers.grading.batch.gradebook import Graded, write_feedback, write_gradebook, write_summary
-from helpers.grading.batch.runner import RunResult, TestOutcome
-from helpers.grading.batch.submissions import Submission, describe, match_solution, read_roster
-from helpers.grading.batch.worker import solution_tests
+from instructors.batch.grade import grade, main
+from instructors.batch.gradebook import Graded, write_feedback, write_gradebook, write_summary
+from instructors.batch.runner import RunResult, TestOutcome
+from instructors.batch.submissions import Submission, describe, match_solution, read_roster
+from instructors.batch.worker import solution_tests
 
 
 @pytest.fixture

@@ -15,14 +15,14 @@ import pytest
 from numba import cuda
 
 from helpers.grading import kernel_compile
-from helpers.grading.batch import sandbox, sent_kernels
-from helpers.grading.batch.grade import grade
-from helpers.grading.batch.runner import TestCase
-from helpers.grading.batch.sent_kernels import NOT_IN_NOTEBOOK, Notebook, check_in_notebook, describes_kernel
 from helpers.grading.compare import BadAnswer
 from helpers.grading.exercise import get
 from helpers.grading.kernel_source import RunsPython, SentKernel, describe, description
 from helpers.kernels import gemm
+from instructors.batch import sandbox, sent_kernels
+from instructors.batch.grade import grade
+from instructors.batch.runner import TestCase
+from instructors.batch.sent_kernels import NOT_IN_NOTEBOOK, Notebook, check_in_notebook, describes_kernel
 
 needs_compiler = pytest.mark.skipif(not kernel_compile.available(), reason="numba-cuda is not installed")
 needs_bwrap = pytest.mark.skipif(not sandbox.bwrap_works(), reason="needs bubblewrap: the submissions here patch the "

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from helpers.grading import CheckFailed, check
-from helpers.labs.lab01_roofline_and_timing import key as L
+from instructors.keys import lab01_roofline_and_timing as L
 
 
 def test_reference_solutions_pass():

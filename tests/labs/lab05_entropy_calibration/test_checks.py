@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from tests.support.grading import answer_tests
 
-from helpers.labs.lab05_entropy_calibration import key as lab05
+from instructors.keys import lab05_entropy_calibration as lab05
 
 
 def _q_from_p(bins, i, num_levels=128):

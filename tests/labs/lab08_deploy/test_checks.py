@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from helpers.grading import CheckFailed, check, get
-from helpers.grading.batch.labgen import lab_from_solution
+from instructors.batch.labgen import lab_from_solution
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -93,7 +93,7 @@ test_correct_answers_pass, test_wrong_variants_rejected = answer_tests(GOOD, WRO
 
 def test_pack_matches_the_course_packing():
     from helpers.quant import fp8
-    from helpers.labs.lab10_llm_quantization import key as lab10
+    from instructors.keys import lab10_llm_quantization as lab10
 
     q = np.random.default_rng(0).integers(-8, 8, (5, 12)).astype(np.int8)
     assert np.array_equal(lab10.spec_pack_int4(q), fp8.pack_int4(q))
