@@ -8,7 +8,9 @@ run, and shown the same way from both sources.
   ``Table.stored_rows(records)`` rebuilds exactly those rows (a test checks it for every declared table).
 - ``Experiment(name, measure, tables, headlines, derive, needs)``: ``run()`` measures and records when this
   machine can (``needs="gpu"``: a GPU is present; ``"cpu"``: always), else reads the rows back from the stored
-  GPU run nearest to this machine (same card first, else the newest) and says which one it shows.
+  GPU run nearest to this machine (same card first, else the newest) and says which one it shows. Its
+  ``rebuild`` {table: view} names a table that is a view of another of the same result, rebuilt from the stored
+  rows too (chapter 12's batch table from its sweep).
 - ``Result``: ``show(table)``, ``bars(...)``, ``say(...)`` (``helpers.findings``, with the spread) and
   ``headlines()``, each labelled with where the rows come from (device, date, software).
 
@@ -206,6 +208,9 @@ class Experiment:
     derive: Callable[[Rows], Mapping[str, Any]] | None = field(default=None, compare=False)
     needs: str = "gpu"
     others: Mapping[str, str] = field(default_factory=dict)
+    # {table: rows -> rows}: a table that is a view of another table of the same result, rebuilt from that
+    # table's rows when shown from a stored run too (its own records may predate a kernel added to the view since)
+    rebuild: Mapping[str, Callable[[Rows], list[dict]]] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
         if self.needs not in NEEDS:
@@ -268,6 +273,7 @@ class Experiment:
         source = card or (self.nearest_card() if self.needs != "cpu" else "cpu")
         recs = list(reference.load(source)) if source else []
         rows = {k: t.stored_rows(recs) for k, t in self.tables.items()}
+        rows.update({k: view(rows) for k, view in self.rebuild.items() if any(rows.values())})
         if not recs:
             label = "no stored run holds these rows yet"
         elif card is None and self.needs != "cpu" and not any(rows.values()):
@@ -347,7 +353,7 @@ class Result:
         from helpers import findings, reference
 
         sources = ((findings.HERE,) if self.measured else
-                   (self.source,) if self.source in reference.SOURCES else findings.DEFAULT_SOURCES)
+                   (self.source,) if self.source in reference.SOURCES else None)
         return findings.say(template, names, verdict, sources=sources, **twin_zh)
 
     def headlines(self) -> list[dict]:

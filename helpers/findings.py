@@ -41,7 +41,14 @@ from helpers.errors import InputError
 from helpers.spread import Spread, of_record
 
 HERE = "here"
-DEFAULT_SOURCES = (HERE, "h200", "cpu")
+def default_sources() -> tuple[str, ...]:
+    """Where a sentence's numbers come from, in order: this session, then the stored GPU runs nearest to this
+    machine first (the order ``helpers.experiment`` reads its rows in), then the stored CPU run."""
+    from helpers import reference
+
+    cards = reference.stored_cards()
+    first = reference.nearest_card(cards=cards) if cards else None
+    return (HERE, *([first] if first else []), *[c for c in cards if c != first], "cpu")
 NOT_RESOLVED = "not resolved at this noise"
 NOT_RESOLVED_ZH = "在此噪声下无法分辨"
 DISTURBED = "disturbed measurement"
@@ -144,12 +151,12 @@ def above_bound(rounds: Sequence[float], bound: float, slack: float = BOUND_SLAC
     return [i for i, r in enumerate(rounds) if r > bound + slack * max(1.0, abs(bound))]
 
 
-def get(name: str, sources: Sequence[str] = DEFAULT_SOURCES) -> Measured | None:
+def get(name: str, sources: Sequence[str] | None = None) -> Measured | None:
     """The first of this session's record ('here') and the stored runs, in `sources` order, that holds `name`."""
     from helpers import reference
     from helpers.bench import session_records
 
-    for src in sources:
+    for src in default_sources() if sources is None else sources:
         if src == HERE:
             rec = next((r for r in reversed(session_records()) if r.name == name), None)
         elif src in reference.SOURCES:
@@ -182,7 +189,7 @@ def _provenance_zh(found: Mapping[str, Measured]) -> str:
 
 
 def sentence(template: str, names: Mapping[str, str], verdict: Verdict | None = None,
-             sources: Sequence[str] = DEFAULT_SOURCES, missing: str | None = None, *,
+             sources: Sequence[str] | None = None, missing: str | None = None, *,
              zh: str | None = None, verdict_zh: Verdict | None = None, missing_zh: str | None = None) -> str:
     """Fill `template` with the values of `names` {key: measurement name} and a computed ``{verdict}``.
 
@@ -195,7 +202,7 @@ def sentence(template: str, names: Mapping[str, str], verdict: Verdict | None = 
     vz = verdict_zh or getattr(verdict, "zh", None)
     if zh is not None and "{verdict" in zh and vz is None:
         raise InputError("a Chinese template with {verdict} needs its verdict in Chinese: pass verdict_zh=.")
-    found = {k: get(n, sources) for k, n in names.items()}
+    found = _one_run(names, default_sources() if sources is None else sources)
     absent = [names[k] for k, m in found.items() if m is None]
     if absent:
         text = missing or (f"Not measured here, and no stored run holds {', '.join(absent)} yet: "
@@ -216,8 +223,22 @@ def sentence(template: str, names: Mapping[str, str], verdict: Verdict | None = 
     return text
 
 
+def _one_run(names: Mapping[str, str], sources: Sequence[str]) -> dict[str, "Measured | None"]:
+    """Each name's measurement: this session's where it measured the name; the rest all from the first stored run
+    that holds every one of them (one run's numbers are compared with each other), else each from the first source
+    that holds it (the provenance then says which)."""
+    here = {k: get(n, (HERE,)) for k, n in names.items()} if HERE in sources else {}
+    found = {k: m for k, m in here.items() if m is not None}
+    rest = {k: n for k, n in names.items() if k not in found}
+    for src in (s for s in sources if s != HERE):
+        stored = {k: get(n, (src,)) for k, n in rest.items()}
+        if all(m is not None for m in stored.values()):
+            return {**found, **stored}
+    return {**found, **{k: get(n, sources) for k, n in rest.items()}}
+
+
 def say(template: str, names: Mapping[str, str], verdict: Verdict | None = None,
-        sources: Sequence[str] = DEFAULT_SOURCES, missing: str | None = None, **twin_zh: Any) -> str:
+        sources: Sequence[str] | None = None, missing: str | None = None, **twin_zh: Any) -> str:
     """Print and return ``sentence(...)`` (``zh=``, ``verdict_zh=``, ``missing_zh=`` as there)."""
     text = sentence(template, names, verdict, sources, missing, **twin_zh)
     print(text)
@@ -272,7 +293,7 @@ def threshold(key: str, limit: float, *, above: str, below: str) -> Verdict:
     return verdict
 
 
-def against_target(name: str, subject: str, sources: Sequence[str] = DEFAULT_SOURCES,
+def against_target(name: str, subject: str, sources: Sequence[str] | None = None,
                    subject_zh: str | None = None) -> str:
     """'<subject>: 0.77 (target >= 0.7: met). (stored reference: …)' for a headline name of reference.TARGETS;
     'not resolved at this noise' when the record's spread straddles the target, 'no spread stored' when it has none."""
@@ -298,7 +319,7 @@ def against_target(name: str, subject: str, sources: Sequence[str] = DEFAULT_SOU
                     verdict_zh=lambda v: verdict(v, zh=True))
 
 
-def ratio_sentence(name: str, subject: str, baseline: str, sources: Sequence[str] = DEFAULT_SOURCES,
+def ratio_sentence(name: str, subject: str, baseline: str, sources: Sequence[str] | None = None,
                    subject_zh: str | None = None, baseline_zh: str | None = None) -> str:
     """'<subject> runs at 0.93× <baseline>: slower. (stored reference: …)' for a speed ratio record, with its
     Chinese twin when `subject_zh` and `baseline_zh` are given."""

@@ -103,3 +103,22 @@ def test_range_and_combine():
     assert claims.combine({"a": "holds", "b": claims.NOT_MEASURED}) == "holds (partly measured)"
     with pytest.raises(InputError):
         claims.in_range(1, 5, 2)
+
+
+def test_stored_numbers_of_one_sentence_come_from_one_run(monkeypatch):
+    """A sentence comparing two stored numbers takes both from the first run that holds both, never one from each
+    (one run's numbers are compared with each other); a number measured here still wins."""
+    from helpers.records import Record
+
+    runs = {"h100": [Record("a.x", 1.0, "ratio", device="NVIDIA H100", date="2026-12-06")],
+            "h200": [Record("a.x", 2.0, "ratio", device="NVIDIA H200", date="2026-12-02"),
+                     Record("a.y", 4.0, "ratio", device="NVIDIA H200", date="2026-12-02")],
+            "cpu": []}
+    monkeypatch.setattr(reference, "load", lambda source="h200": tuple(runs.get(source, ())))
+    sources = ("here", "h100", "h200", "cpu")
+    text = findings.sentence("{x:.0f} of {y:.0f}", {"x": "a.x", "y": "a.y"}, sources=sources)
+    assert text.startswith("2 of 4") and "H100" not in text, text
+    assert findings.sentence("{x:.0f}", {"x": "a.x"}, sources=sources).startswith("1 "), "nearest run first"
+    bench.record("a.y", 8.0, "ratio")
+    text = findings.sentence("{x:.0f} of {y:.0f}", {"x": "a.x", "y": "a.y"}, sources=sources)
+    assert text.startswith("1 of 8") and "measured here" in text, text

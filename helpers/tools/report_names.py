@@ -92,8 +92,6 @@ AWAITING = {
     "ch09.engine.gemm": "chapter 9's ENGINE_SPEED on a GPU (GEMM rounds timed as CUDA-graph replays)",
     "ch09.engine.kernels": "chapter 9's ENGINE_SPEED on a GPU (kernels per forward from its traces)",
     "ch09.gpu_host_cpu.paths": "chapter 9 on a GPU machine (ONNX Runtime on its host CPU)",
-    "ch12.decode.split": "chapter 12's DECODE on a GPU (a step's GPU time by kind of kernel)",
-    "ch12.copy": "chapter 12's GEMV on a GPU (its D2D copy row)",
     "bert_base.gemm8_over_fp16": "chapter 9's ENGINE_SPEED on a GPU (its host-bound 2026-12-05 timing was not kept)",
     "llm.decode.w4a16_over_fp16.b8": "chapter 12's DECODE on a GPU at batch 8",
     "ch02.dp4a": "chapter 2's DP4A experiment on a GPU (its two rows; its headline gemm.dp4a_over_int8_tc is stored)",

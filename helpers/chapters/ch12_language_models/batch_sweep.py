@@ -34,7 +34,8 @@ BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 SCHEMES = ("fp16", "w8a16", "w4a16", "w8a16 tc", "w4a16 tc", "w4a16 tinygemm", "w8a8 int8", "w8a8 int8 cublas",
            "w8a8 fp8")
 TC = {"w8a16 tc": "w8a16", "w4a16 tc": "w4a16"}  # the tensor-core weight-only GEMM (helpers.kernels.wo_gemm), M <= 64
-BATCH_KERNELS = {"fp16": "fp16 cuBLAS", "w8a16": "w8a16 CUDA", "w4a16": "w4a16 CUDA", "w4a16 tinygemm": "w4a16 tinygemm"}
+BATCH_KERNELS = {"fp16": "fp16 cuBLAS", "w8a16": "w8a16 CUDA", "w4a16": "w4a16 CUDA", "w4a16 tinygemm": "w4a16 tinygemm",
+                 "w8a16 tc": "w8a16 tensor-core GEMM", "w4a16 tc": "w4a16 tensor-core GEMM"}
 ACT_BYTES = {"fp16": 2, "w8a16": 2, "w4a16": 2, "w8a16 tc": 2, "w4a16 tc": 2, "w4a16 tinygemm": 2, "w8a8 int8": 1, "w8a8 int8 cublas": 1,
              "w8a8 fp8": 1}
 # (largest M, (block_m, block_n, block_k, warps, stages)) per kind: the fastest of a grid timed on an H200
@@ -190,14 +191,22 @@ def sweep(batches: tuple[int, ...] = BATCHES, rounds: int = timing.ROUNDS) -> li
 
 
 def batch_rows(rows: list[dict]) -> list[dict]:
-    """The batch table (M up to 8: FP16 cuBLAS, the CUDA GEMVs, tinygemm) read from the sweep's own timings, so
-    the two tables show one timing of each kernel."""
+    """The batch table (M up to 8: FP16 cuBLAS, the CUDA GEMVs, tinygemm, the tensor-core weight-only GEMMs from
+    M = 2) read from the sweep's own timings, so the two tables show one timing of each kernel."""
     base = {r["M"]: r["µs"] for r in rows if r["scheme"] == "fp16"}
     return [{"N×K": f"{N}×{K}", "M": r["M"], "kernel": BATCH_KERNELS[r["scheme"]], "µs": r["µs"],
              "× FP16 cuBLAS": base[r["M"]] / r["µs"], "key": r["key"], "harness": r["harness"],
              "spread": r.get("spread")}
             for r in sorted(rows, key=lambda r: r["M"])
             if r["M"] <= wg.MAX_BATCH and r["scheme"] in BATCH_KERNELS and r["M"] in base]
+
+
+def batch_view(rows: dict[str, list[dict]]) -> list[dict]:
+    """The batch table of a result: its own rows, plus the sweep's rows of kernels it lacks (a stored run whose
+    batch records predate a kernel added to the table shows that kernel from the same run's sweep), by M."""
+    have = {(r["kernel"], r["M"]) for r in rows.get("batch", [])}
+    extra = [r for r in batch_rows(rows.get("sweep", [])) if (r["kernel"], r["M"]) not in have]
+    return sorted([*rows.get("batch", []), *extra], key=lambda r: r["M"])
 
 
 def _apart(a: dict, b: dict) -> bool | None:

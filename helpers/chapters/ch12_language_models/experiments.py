@@ -64,7 +64,8 @@ def _sweep(batches: tuple[int, ...] = batch_sweep.BATCHES, rounds: int = timing.
     return {"sweep": rows, "batch": batch_sweep.batch_rows(rows)}
 
 
-SWEEP = Experiment("ch12.sweep", _sweep, {"sweep": tables.SWEEP, "batch": tables.BATCH})
+SWEEP = Experiment("ch12.sweep", _sweep, {"sweep": tables.SWEEP, "batch": tables.BATCH},
+                   rebuild={"batch": batch_sweep.batch_view})
 
 
 def _decode(layers: int = 32, d2d_gbs: float | None = None) -> dict[str, list[dict]]:

@@ -123,17 +123,20 @@ def _order(a: dict, b: dict, a_name: str, b_name: str) -> str:
 
 
 def batch_summary(rows: list[dict]) -> str:
-    """Per batch M: the course's W4A16 and tinygemm over FP16 cuBLAS, which of the three is ahead (at the rounds'
-    noise), and the W4A16 kernel's activation traffic."""
+    """Per batch M: the course's W4A16 GEMV, its tensor-core GEMM (from M = 2) and tinygemm over FP16 cuBLAS,
+    which is ahead (at the rounds' noise), and the W4A16 GEMV's activation traffic."""
     rows = with_traffic(rows)
     parts = []
     for m in sorted({r["M"] for r in rows}):
         by = {r["kernel"]: r for r in rows if r["M"] == m}
         w4, tiny, fp16 = by.get("w4a16 CUDA"), by.get("w4a16 tinygemm"), by.get("fp16 cuBLAS")
+        tc = by.get("w4a16 tensor-core GEMM")
         if w4 and tiny:
             order = [_order(w4, tiny, "CUDA", "tinygemm")] + ([_order(w4, fp16, "CUDA", "FP16")] if fp16 else [])
-            parts.append(f"M = {m}: W4A16 CUDA {w4['× FP16 cuBLAS']:.2f}×, tinygemm {tiny['× FP16 cuBLAS']:.2f}× FP16 "
-                         f"cuBLAS ({'; '.join(order)}), the CUDA kernel reading "
+            order += [_order(tc, tiny, "tensor-core GEMM", "tinygemm")] if tc else []
+            gemm = f", tensor-core GEMM {tc['× FP16 cuBLAS']:.2f}×" if tc else ""
+            parts.append(f"M = {m}: W4A16 CUDA {w4['× FP16 cuBLAS']:.2f}×{gemm}, tinygemm {tiny['× FP16 cuBLAS']:.2f}× "
+                         f"FP16 cuBLAS ({'; '.join(order)}), the CUDA GEMV reading "
                          f"{w4.get('activation B / weight B', float('nan')):.1f} bytes of activations per weight byte")
     return "; ".join(parts) + "."
 

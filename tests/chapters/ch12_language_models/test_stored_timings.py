@@ -39,3 +39,24 @@ def test_every_stored_run_shows_one_timing_per_kernel_shape_and_batch(card):
     timed = [r for res in results for name, rs in res.rows.items() if name != "sweep" for r in rs if "µs" in r]
     assert all(r["spread"] and r["spread"]["rounds"] >= 5 and r["spread"]["min_us"] <= r["µs"] <=
                r["spread"]["max_us"] for r in timed), "every stored timing keeps >= 5 rounds and its spread"
+
+
+def test_a_stored_batch_table_shows_a_newer_kernel_from_the_same_runs_sweep():
+    """The batch table is a view of the sweep: a stored run whose batch records lack the tensor-core GEMM shows it
+    from the same run's sweep points; the stored batch rows themselves are kept as they were."""
+    from helpers.chapters.ch12_language_models import batch_sweep, path_bench
+
+    def point(scheme: str, m: int, us: float) -> dict:
+        return {"scheme": scheme, "M": m, "µs": us, "key": f"{scheme} m{m}", "harness": timing.HARNESS,
+                "spread": {"min_us": us * 0.99, "max_us": us * 1.01, "rounds": 7}}
+
+    sweep = [point(s, m, us) for m in (1, 4) for s, us in (("fp16", 36.0), ("w4a16", 11.0 * m),
+                                                        ("w4a16 tinygemm", 15.0 * m ** 0.5))]
+    sweep += [point("w4a16 tc", 4, 20.0)]
+    stored_batch = [dict(r, stored=True) for r in batch_sweep.batch_rows(sweep) if "tensor-core" not in r["kernel"]]
+    view = batch_sweep.batch_view({"sweep": sweep, "batch": stored_batch})
+    added = [r for r in view if not r.get("stored")]
+    assert [(r["kernel"], r["M"]) for r in added] == [("w4a16 tensor-core GEMM", 4)]
+    assert [r for r in view if r.get("stored")] == stored_batch and [r["M"] for r in view] == sorted(r["M"] for r in view)
+    said = path_bench.batch_summary(view)
+    assert "M = 4: W4A16 CUDA 0.82×, tensor-core GEMM 1.80×" in said and "tensor-core GEMM ahead of tinygemm" in said
