@@ -14,7 +14,7 @@ Serves: chapter 12.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -250,6 +250,32 @@ def math_precision(scheme: str) -> str:
     if "fp8" in scheme:
         return "fp8"
     return "int8" if "a8" in scheme else "fp16"
+
+
+GEMM_RATES = "ch02.gemm_tflops"  # chapter 2's square GEMMs per precision: the independent compute roofs
+
+
+def compute_roofs(precisions: Sequence[str], source: str | None = None, device: str | None = None
+                  ) -> dict[str, tuple[float, str]]:
+    """{precision: (TFLOP/s, where from)}: the compute roof of each math precision from an independent measurement,
+    chapter 2's fastest square GEMM of that precision in `source` (this session's records for 'here', else a stored
+    run: default the one lookups read), else the card's dense datasheet peak (`device`'s); never from the sweep's
+    own points. A precision with neither is left out."""
+    from helpers import reference
+    from helpers.bench import session_records
+    from helpers.perf import gemm
+
+    out = {}
+    for prec in precisions:
+        prefix = f"{GEMM_RATES}.{prec}."
+        recs = ([r for r in session_records() if r.name.startswith(prefix)] if source == "here" else
+                reference.lookup_all(prefix, source) if source else reference.lookup_all(prefix))
+        if recs:
+            best = max(recs, key=lambda r: r.value)
+            out[prec] = (best.value, f"chapter 2's {prec.upper()} GEMM, {best.device}, {best.date}")
+        elif (spec := gemm.spec_peak(prec, device) if device else None) is not None:
+            out[prec] = (spec, f"{prec.upper()} dense datasheet peak")
+    return out
 
 
 def roof_points(rows: list[dict]) -> list[RoofPoint]:

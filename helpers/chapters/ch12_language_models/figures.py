@@ -75,11 +75,14 @@ def sweep_plot(rows: list[dict], device: str | None = None, note: str = "") -> A
                        ylabel="throughput (TFLOP/s)", logx=True, logy=True, device=device, note=note)
 
 
-def sweep_roofline(rows: list[dict], d2d_gbs: float, device: str | None = None, note: str = "") -> Any:
+def sweep_roofline(rows: list[dict], d2d_gbs: float, device: str | None = None, note: str = "",
+                   source: str | None = None) -> Any:
     """The sweep's points on the roofline, one roof per math precision (FP16 for the FP16 and weight-only
-    schemes, INT8 and FP8 for W8A8): the D2D copy rate and the fastest point of that precision. Checked
-    by ``helpers.figure_check.roof_problems`` first: a point above its own roof is printed as a problem (and
-    fails the figure check of ``make notebooks``)."""
+    schemes, INT8 and FP8 for W8A8), each from measurements independent of the points: the D2D copy rate of the
+    same run, and chapter 2's fastest GEMM of that precision from `source` (the run the rows come from: 'here' or
+    a stored card), else the card's dense datasheet peak (``batch_sweep.compute_roofs``). Checked by
+    ``helpers.figure_check.roof_problems`` first: a point above its roof is printed as a problem (and fails the
+    figure check of ``make notebooks``)."""
     import numpy as np
 
     from helpers import figure_check
@@ -89,18 +92,25 @@ def sweep_roofline(rows: list[dict], d2d_gbs: float, device: str | None = None, 
     if not pts:
         raise InputError("sweep_roofline needs sweep rows (experiments.SWEEP.run()['sweep']).")
     precs = list(dict.fromkeys(batch_sweep.math_precision(p.kind) for p in pts))
-    roofs = {m: (max(p.tflops for p in pts if batch_sweep.math_precision(p.kind) == m), d2d_gbs) for m in precs}
+    peaks = batch_sweep.compute_roofs(precs, source, device)
+    missing = [m for m in precs if m not in peaks]
+    if missing:
+        print(f"No independent compute roof for {', '.join(m.upper() for m in missing)} on this card (no chapter-2 "
+              "GEMM of it stored, no datasheet entry): those points are drawn without a roof.")
+    roofs = {m: (peaks[m][0], d2d_gbs) for m in precs if m in peaks}
     problems = figure_check.roof_problems(
-        [(p.name, batch_sweep.math_precision(p.kind), p.intensity, p.tflops) for p in pts], roofs)
+        [(p.name, batch_sweep.math_precision(p.kind), p.intensity, p.tflops) for p in pts
+         if batch_sweep.math_precision(p.kind) in roofs], roofs)
     for problem in problems:
         print(f"Roofline check: {problem}: its bytes or its FLOPs are miscounted.")
     w, h = plots.plt.rcParams["figure.figsize"]
     fig, ax = plots.plt.subplots(figsize=(w * 1.4, h))
     ais = [p.intensity for p in pts]
     xs = np.logspace(np.log10(min(ais) / 4), np.log10(max(ais) * 4), 200)
-    for i, (m, (peak, bw)) in enumerate(roofs.items()):
+    for m, (peak, bw) in roofs.items():
+        i = precs.index(m)
         ax.plot(xs, [roofline.attainable_tflops(x, peak, bw) for x in xs], color=plots.PALETTE[i], lw=2, alpha=0.6,
-                ls=("-", "--", ":")[i % 3], label=f"roof {m.upper()}: {bw:,.0f} GB/s, {peak:.3g} TFLOP/s (fastest {m.upper()} point)")
+                ls=("-", "--", ":")[i % 3], label=f"roof {m.upper()}: {bw:,.0f} GB/s (D2D copy), {peak:.3g} TFLOP/s ({peaks[m][1]})")
     for j, kind in enumerate(dict.fromkeys(p.kind for p in pts)):
         sel = [p for p in pts if p.kind == kind]
         ax.scatter([p.intensity for p in sel], [p.tflops for p in sel], marker=plots.MARKERS[j % len(plots.MARKERS)],

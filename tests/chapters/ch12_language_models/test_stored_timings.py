@@ -60,3 +60,19 @@ def test_a_stored_batch_table_shows_a_newer_kernel_from_the_same_runs_sweep():
     assert [r for r in view if r.get("stored")] == stored_batch and [r["M"] for r in view] == sorted(r["M"] for r in view)
     said = path_bench.batch_summary(view)
     assert "M = 4: W4A16 CUDA 0.82×, tensor-core GEMM 1.80×" in said and "tensor-core GEMM ahead of tinygemm" in said
+
+
+def test_the_sweep_roofs_come_from_chapter_2s_gemms_or_the_datasheet_never_from_the_points(monkeypatch):
+    """Old behaviour: each compute roof was the fastest sweep point of its precision, so no point could lie above
+    it (the auditor's 'roof' rule). Now: chapter 2's GEMM of that precision from the same run, else the datasheet."""
+    from helpers.chapters.ch12_language_models import batch_sweep
+    from helpers.records import Record
+
+    held = [Record("ch02.gemm_tflops.fp16.n8192", 741.7, "TFLOP/s", "NVIDIA H200", "2026-12-02"),
+            Record("ch02.gemm_tflops.fp16.n4096", 709.4, "TFLOP/s", "NVIDIA H200", "2026-12-02")]
+    monkeypatch.setattr(reference, "lookup_all",
+                        lambda prefix, source="h200": [r for r in held if r.name.startswith(prefix)])
+    roofs = batch_sweep.compute_roofs(["fp16", "int8"], "h200", "NVIDIA H100 80GB HBM3")
+    assert roofs["fp16"] == (741.7, "chapter 2's FP16 GEMM, NVIDIA H200, 2026-12-02")
+    assert roofs["int8"][1] == "INT8 dense datasheet peak" and roofs["int8"][0] > 1000
+    assert batch_sweep.compute_roofs(["int8"], "h200", device=None) == {}, "no GEMM, no card named: no roof"
