@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +45,16 @@ if TYPE_CHECKING:
 BACKENDS = ("auto", "cpu", "torch", "cupy", "numba")
 
 
+def median(xs: Sequence[float]) -> float:
+    """The median, with the middle pair averaged as lo + (hi - lo) / 2: never overflows to inf for finite samples
+    (statistics.median's (lo + hi) / 2 does near the largest float)."""
+    v = sorted(xs)
+    if not v:
+        raise statistics.StatisticsError("no median for empty data")
+    lo, hi = v[(len(v) - 1) // 2], v[len(v) // 2]
+    return lo + (hi - lo) / 2
+
+
 @dataclass(frozen=True)
 class Timing:
     """Seconds per call over repeated runs."""
@@ -63,7 +73,7 @@ class Timing:
     @property
     def median_s(self) -> float:
         """Median seconds per call."""
-        return statistics.median(self.samples_s)
+        return median(self.samples_s)
 
     @property
     def median_ms(self) -> float:
@@ -227,7 +237,7 @@ class Rounds:
 
     def median_s(self, name: str) -> float:
         """Median seconds per call of one function over the rounds."""
-        return statistics.median(self._samples(name))
+        return median(self._samples(name))
 
     def spread(self, name: str, per_call: Callable[[float], float] | None = None) -> "Spread":
         """p10..p90 of one function's rounds (min..max under 5), in seconds or mapped by per_call(seconds)."""
