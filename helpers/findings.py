@@ -41,14 +41,6 @@ from helpers.errors import InputError
 from helpers.spread import Spread, of_record
 
 HERE = "here"
-def default_sources() -> tuple[str, ...]:
-    """Where a sentence's numbers come from, in order: this session, then the stored GPU runs nearest to this
-    machine first (the order ``helpers.experiment`` reads its rows in), then the stored CPU run."""
-    from helpers import reference
-
-    cards = reference.stored_cards()
-    first = reference.nearest_card(cards=cards) if cards else None
-    return (HERE, *([first] if first else []), *[c for c in cards if c != first], "cpu")
 NOT_RESOLVED = "not resolved at this noise"
 NOT_RESOLVED_ZH = "在此噪声下无法分辨"
 DISTURBED = "disturbed measurement"
@@ -57,6 +49,16 @@ ZH_WORDS = {"faster": "更快", "slower": "更慢", "about as fast": "速度相�
             NOT_RESOLVED: NOT_RESOLVED_ZH, DISTURBED: DISTURBED_ZH}  # the common verdict words, twinned
 BOUND_SLACK = 0.05  # a round may exceed its physical bound by this fraction of it (timing noise), no more
 Verdict = Callable[[Mapping[str, float]], str]
+
+
+def default_sources() -> tuple[str, ...]:
+    """Where a sentence's numbers come from, in order: this session, then the stored GPU runs nearest to this
+    machine first (the order ``helpers.experiment`` reads its rows in), then the stored CPU run."""
+    from helpers import reference
+
+    cards = reference.stored_cards()
+    first = reference.nearest_card(cards=cards) if cards else None
+    return (HERE, *([first] if first else []), *[c for c in cards if c != first], "cpu")
 
 
 class Values(dict):

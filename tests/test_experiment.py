@@ -185,3 +185,21 @@ def test_a_spread_of_another_column_is_stored_apart_from_the_values_own(session)
     rec = t.record(rows)[0]
     assert "lo" not in rec.extra and rec.extra["vs_FP32_pts_lo"] == -19.2
     assert t.stored_rows(_json([rec])) == rows
+
+
+def test_a_rebuilt_table_is_shown_from_its_source_tables_rows_of_the_stored_run(monkeypatch, session):
+    """`rebuild` names a view of another table of the same result: a stored run gets it from that table's stored rows
+    (here the view doubles the copy rate), whatever its own records held; a run that measured keeps what it measured."""
+    view = Table("test.view", keys=("kernel",), value="x2", unit="GB/s")
+    copy = Table("test.copy", keys=("kernel",), value="GB/s", unit="GB/s", spread="spread")
+    double = lambda rows: [{"kernel": r["kernel"], "x2": 2 * r["GB/s"]} for r in rows["copy"]]  # noqa: E731
+    exp = Experiment("test.rebuild", lambda: {"copy": [{"kernel": "d2d", "GB/s": 5.0, "spread": None}],
+                                              "view": [{"kernel": "d2d", "x2": 10.0}]},
+                     {"copy": copy, "view": view}, needs="cpu", rebuild={"view": double})
+    stored = {"h200": (Record("test.copy.d2d", 4000.0, "GB/s", "NVIDIA H200", "2026-11-30",
+                              extra={"table": "test.copy", "kernel": "d2d"}),)}
+    monkeypatch.setattr(reference, "load", lambda source="h200": stored.get(source, ()))
+    assert exp.run(stored=True, card="h200")["view"] == [{"kernel": "d2d", "x2": 8000.0}]
+    assert exp.run(stored=False)["view"] == [{"kernel": "d2d", "x2": 10.0}]
+    stored["h200"] = ()
+    assert exp.run(stored=True, card="h200")["view"] == [], "no stored rows: nothing rebuilt"

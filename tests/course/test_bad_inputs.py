@@ -369,6 +369,15 @@ def test_command_lines_as_processes_print_no_traceback(bad):
         assert len(out.stderr.strip().splitlines()) == 1 and out.stderr.startswith("error: ")
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU the command times the solution")
+def test_lab13_solution_timer_without_a_gpu_is_one_line_and_writes_nothing(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-m", "instructors.lab13_bench", "--out", str(tmp_path / "l13")], cwd=ROOT,
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "Traceback" not in out.stderr and "needs an NVIDIA GPU" in out.stderr, out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and not (tmp_path / "l13").exists()
+
+
 def test_report_out_on_an_unrelated_folder_leaves_it_intact(tmp_path, untouchable):
     folder = tmp_path / "thesis"
     (folder / "figures").mkdir(parents=True)

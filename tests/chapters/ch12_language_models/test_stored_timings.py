@@ -76,3 +76,6 @@ def test_the_sweep_roofs_come_from_chapter_2s_gemms_or_the_datasheet_never_from_
     assert roofs["fp16"] == (741.7, "chapter 2's FP16 GEMM, NVIDIA H200, 2026-12-02")
     assert roofs["int8"][1] == "INT8 dense datasheet peak" and roofs["int8"][0] > 1000
     assert batch_sweep.compute_roofs(["int8"], "h200", device=None) == {}, "no GEMM, no card named: no roof"
+    monkeypatch.setattr(reference, "stored_cards", lambda: ["h100", "h200"])
+    live = batch_sweep.compute_roofs(["fp16"], "here", "NVIDIA H200")  # measured here: this card's stored chapter 2
+    assert live["fp16"][0] == 741.7
