@@ -105,6 +105,27 @@ def test_encoder_engine_tracks_the_float_model(fmt, tol):
     assert rel < tol, f"{fmt} engine is {rel:.3f} away from FP32"
 
 
+def test_gemms_are_tuned_with_the_epilogues_the_forward_runs(monkeypatch):
+    """The tuner's BERT_EPILOGUES (per BERT-base shape, in BERT_SHAPES order: qkv, out, ffn1, ffn2) are what each
+    GEMM of the engine's forward fuses: a configuration tuned without its GELU or residual read is a different one."""
+    from helpers.chapters.ch09_deployment import engine_bench as eb
+
+    m, calib, inputs = _tiny_bert()
+    eng = encoder.build(m, calib, "fp8")
+    seen, real = [], kernels.gemm
+
+    def spy(a, w, scale, **kw):
+        seen.append({"act": kw.get("act", "none"), "residual": kw.get("residual") is not None,
+                     "codes": kw.get("out") is not None})
+        return real(a, w, scale, **kw)
+    monkeypatch.setattr(kernels, "gemm", spy)
+    with torch.no_grad():
+        eng(inputs["input_ids"])
+    want = [{"act": ep.get("act", "none"), "residual": bool(ep.get("residual")), "codes": bool(ep.get("codes"))}
+            for ep in (eb.BERT_EPILOGUES[s] for s in eb.BERT_SHAPES)]
+    assert seen == want * len(eng.layers)
+
+
 def test_unknown_model_is_refused():
     with pytest.raises(InputError, match="LAYOUTS"):
         encoder.build(nn.Sequential(nn.Linear(4, 4)), [torch.zeros(1, 4)], "fp8")

@@ -22,6 +22,10 @@ BERT_SHAPES = ((4096, 2304, 768), (4096, 768, 768), (4096, 3072, 768), (4096, 76
 CANDIDATES = ((128, 128, 128, 8, 8, 3), (128, 256, 128, 8, 8, 3), (128, 128, 128, 8, 4, 4), (128, 64, 128, 8, 4, 4),
               (128, 128, 64, 8, 4, 5))
 FORMATS = ("fp16", "fp8", "int8")  # fp16: the baseline through the same kernels
+# Each BERT shape's epilogue in the engine's forward (helpers.deploy.engine8.encoder): a configuration is tuned with
+# the epilogue it will run with, since a GELU or a residual read changes which tile shape is fastest.
+BERT_EPILOGUES = {(4096, 2304, 768): {}, (4096, 768, 768): {"residual": True},
+                  (4096, 3072, 768): {"act": "gelu", "codes": True}, (4096, 768, 3072): {"residual": True}}
 
 
 def interleaved(fns: dict[str, Callable[[], Any]], rounds: int = 15, inner: int = 10, warmup: int = 3,
@@ -44,20 +48,34 @@ def _codes(shape: tuple[int, int], fmt: str, seed: int) -> torch.Tensor:
     return x.half() * 0.05 if f.kind == 0 else f.quantize(x, 3.0 / f.qmax)
 
 
+def _epilogue(shape: tuple[int, int, int], fmt: str, epilogues: dict) -> dict[str, Any]:
+    """kernels.gemm keyword arguments for one shape's epilogue: its residual (FP16), activation and output codes."""
+    m, n, _ = shape
+    ep = epilogues.get(shape, {})
+    kw: dict[str, Any] = {"act": ep.get("act", "none")}
+    if ep.get("residual"):
+        kw["residual"] = torch.randn(m, n, device="cuda").half()
+    if ep.get("codes") and fmt != "fp16":  # the FP16 baseline writes FP16 where the 8-bit paths write codes
+        kw.update(out=(fmt, 0.05), fp16=False)
+    return kw
+
+
 def tune(fmt: str, shapes: tuple[tuple[int, int, int], ...] = BERT_SHAPES, candidates: tuple = CANDIDATES,
-         epilogue: dict[str, Any] | None = None) -> tuple[dict[tuple[int, int, int], tuple[int, ...]], list[dict]]:
-    """Time every candidate configuration of the fused GEMM at each shape; the fastest per shape, and all rows."""
+         epilogues: dict | None = None) -> tuple[dict[tuple[int, int, int], tuple[int, ...]], list[dict]]:
+    """Time every candidate configuration of the fused GEMM at each shape, with that shape's epilogue (default
+    BERT_EPILOGUES); the fastest per shape, and all rows."""
     from helpers.deploy.engine8 import kernels
 
     best, rows = {}, []
     for m, n, k in shapes:
         a, w = _codes((m, k), fmt, 1), _codes((n, k), fmt, 2)
         scale, bias = torch.full((n,), 1e-3, device="cuda"), torch.randn(n, device="cuda")
+        ep = _epilogue((m, n, k), fmt, BERT_EPILOGUES if epilogues is None else epilogues)
         fns = {}
         for cfg in candidates:
             try:
-                kernels.gemm(a, w, scale, bias=bias, config=cfg, **(epilogue or {}))
-                fns[cfg] = (lambda c=cfg: kernels.gemm(a, w, scale, bias=bias, config=c, **(epilogue or {})))
+                kernels.gemm(a, w, scale, bias=bias, config=cfg, **ep)
+                fns[cfg] = (lambda c=cfg: kernels.gemm(a, w, scale, bias=bias, config=c, **ep))
             except Exception as exc:  # a configuration that does not fit (shared memory, registers) is skipped
                 rows.append({"fmt": fmt, "shape": (m, n, k), "config": cfg, "error": f"{type(exc).__name__}"})
         if not fns:
