@@ -1,4 +1,5 @@
-"""Decode tokens/s of a LLaMA-7B-shaped stack at batch 1 (random weights: speed does not depend on training).
+"""Decode tokens/s of a LLaMA-7B-shaped stack at batch 1, and at batch 1-16 (random weights: speed does not depend
+on training).
 
 Each step runs every layer once for one token: RMSNorm, the q/k/v projection, the new key and value
 written into a KV cache of `context` positions, attention over the cache, the output projection, RMSNorm
@@ -10,6 +11,11 @@ elementwise kernel in a real model). The paths, each captured as one CUDA graph:
     <kind> fused (CUDA)   the CUDA GEMVs of `helpers.kernels.wo_gemv` with the same fusions, for kind fp16, w8a16
                           and w4a16 (g128)
 The output head stays FP16 in every path, as in most INT4 deployments.
+
+A batch of B sequences (``build_batch``, ``step_batch``) decodes one token for each per step, every sequence with
+its own KV cache; the paths differ only in their GEMMs, everything else is the same PyTorch ops:
+    fp16 (cuBLAS)         F.linear
+    <kind> GEMM (CUDA)    the tensor-core weight-only GEMM of `helpers.kernels.wo_gemm` (w8a16, w4a16 g128)
 
 Serves: chapter 12.
 """
@@ -24,6 +30,7 @@ import torch
 import torch.nn.functional as F
 
 from helpers.kernels import triton_gemv as tg
+from helpers.kernels import wo_gemm as wm
 from helpers.kernels import wo_gemv as wg
 from helpers.quant import weight_only as wo
 
@@ -47,6 +54,8 @@ class StackShape:
         return 4 * self.d * self.d + 3 * self.d * self.ffn
 
 
+BATCHES = (1, 4, 8, 16)  # the batched decode's batch sizes
+BATCH_KINDS = ("w4a16", "w8a16")
 PATHS = (("fp16", "Triton"), ("fp16", "CUDA"), ("w8a16", "CUDA"), ("w4a16", "CUDA"))  # (kind, library) fused
 
 
@@ -164,6 +173,119 @@ def summary(m: dict[str, Any], tps: dict[str, float], d2d_gbs: float) -> list[di
         rows.append({"path": name, "tokens/s": v, "ms/token": 1e3 / v, "weights GB": weight_bytes(m, name) / 1e9,
                      "weight GB/s": gbs, "of D2D": gbs / d2d_gbs, "× fastest FP16": v / fp16})
     return rows
+
+
+def _quantized(w: torch.Tensor, kind: str) -> Any:
+    """An FP16 weight quantized as `kind` ('w8a16' per channel, 'w4a16' per group of 128)."""
+    return wo.quantize_w8(w) if kind == "w8a16" else wo.quantize_w4(w, 128)
+
+
+def build_batch(shape: StackShape, batch: int, kinds: tuple[str, ...] = BATCH_KINDS, seed: int = 0,
+                device: str = "cuda", weights: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Random FP16 weights, their tensor-core GEMM copies per kind, a KV cache per sequence and `batch` tokens;
+    `weights` (an earlier build of the same shape) lends its weights, so several batch sizes quantize them once."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    d, f = shape.d, shape.ffn
+
+    def rand(*size: int, scale: float = 0.02) -> torch.Tensor:
+        return torch.randn(*size, device=device, generator=gen, dtype=torch.float16) * scale
+
+    if weights is None:
+        dense, gemm = [], {kind: [] for kind in kinds}
+        for _ in range(shape.layers):
+            w = {"qkv": rand(3 * d, d), "o": rand(d, d), "gu": rand(2 * f, d), "down": rand(d, f)}
+            dense.append(w)
+            for kind in kinds:
+                gemm[kind].append({name: wm.prepare(_quantized(t, kind)) for name, t in w.items()})
+        weights = {"dense": dense, "gemm": gemm, "head": rand(shape.vocab, d)}
+    cache = rand(shape.layers, 2, batch, shape.heads, shape.context, d // shape.heads, scale=1.0)
+    return {"shape": shape, "batch": batch, "dense": weights["dense"], "gemm": weights["gemm"], "cache": cache,
+            "head": weights["head"], "x": rand(batch, d, scale=1.0)}
+
+
+def _attend_batch(qkv: torch.Tensor, cache: torch.Tensor, shape: StackShape) -> torch.Tensor:
+    """Each sequence's new key and value written at its cache's last position; its query attends over its cache."""
+    b, dh = qkv.shape[0], shape.d // shape.heads
+    q, k, v = qkv.view(b, 3, shape.heads, dh).unbind(1)
+    cache[0, :, :, shape.context - 1] = k
+    cache[1, :, :, shape.context - 1] = v
+    out = F.scaled_dot_product_attention(q[:, :, None, :], cache[0], cache[1])
+    return out.reshape(b, shape.d)
+
+
+def _rmsnorm_rows(x: torch.Tensor) -> torch.Tensor:
+    """RMSNorm of each row (gain 1)."""
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(dim=-1, keepdim=True) + EPS)).half()
+
+
+def batch_paths(m: dict[str, Any]) -> tuple[str, ...]:
+    """The batched decode's path names: the FP16 baseline first."""
+    return ("fp16 (cuBLAS)",) + tuple(f"{kind} GEMM (CUDA)" for kind in m["gemm"])
+
+
+def step_batch(m: dict[str, Any], path: str) -> torch.Tensor:
+    """One decode step of every sequence of the batch on a path of ``batch_paths``; logits (batch, vocab).
+
+    On a machine without a GPU the weight-only GEMM's exact PyTorch reference stands in for the kernel."""
+    shape = m["shape"]
+    kind = path.split()[0]
+    if kind == "fp16":
+        weights = m["dense"]
+
+        def lin(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+            return F.linear(x, w)
+    else:
+        weights = m["gemm"][kind]
+
+        def lin(x: torch.Tensor, w: Any) -> torch.Tensor:
+            return wm.gemm(x, w) if x.is_cuda else wm.reference(x, w)
+    x = m["x"]
+    for i, w in enumerate(weights):
+        a = _attend_batch(lin(_rmsnorm_rows(x), w["qkv"]), m["cache"][i], shape)
+        x = x + lin(a, w["o"])
+        g, u = lin(_rmsnorm_rows(x), w["gu"]).split(shape.ffn, dim=-1)
+        x = x + lin(F.silu(g) * u, w["down"])
+    return F.linear(_rmsnorm_rows(x), m["head"])
+
+
+def batch_tokens_per_second(m: dict[str, Any], rounds: int = 7) -> list[dict[str, Any]]:
+    """Rows per path: tokens/s of the whole batch (batch ÷ step time) and × FP16 (the median of the per-round
+    ratios), each step one CUDA graph, the paths interleaved over `rounds` rounds."""
+    from helpers.chapters.ch12_language_models import timing
+    from helpers.spread import paired_ratio
+
+    names = batch_paths(m)
+    spreads = timing.interleaved({p: [lambda p=p: step_batch(m, p)] for p in names}, rounds=rounds, replays=2)
+    b, base = m["batch"], spreads[names[0]].samples_us
+    return [{"batch": b, "path": p, "tokens/s": b * 1e6 / spreads[p].median, "ms/step": spreads[p].median / 1e3,
+             "× FP16": paired_ratio(base, spreads[p].samples_us)[0], "layers": m["shape"].layers,
+             "context": m["shape"].context, "spread": spreads[p].extra()} for p in names]
+
+
+def batch_ratio(rows: list[dict], batch: int, kind: str = "w4a16") -> tuple[float, Any] | None:
+    """(tokens/s ÷ FP16's, its spread from the rounds' ends) of `kind` at `batch`, or None when not measured."""
+    from helpers.spread import Spread
+
+    by = {r["path"].split()[0]: r for r in rows if r["batch"] == batch}
+    if kind not in by or "fp16" not in by:
+        return None
+    s, f = by[kind]["spread"], by["fp16"]["spread"]
+    return by[kind]["× FP16"], Spread(f["min_us"] / s["max_us"], f["max_us"] / s["min_us"],
+                                       f"min..max of {s['rounds']} interleaved rounds")
+
+
+def batch_summary(rows: list[dict]) -> str:
+    """Per weight-only path, its × FP16 at every batch size of the rows shown, and where it gains: a conclusion
+    over the whole sweep, never one batch size alone."""
+    parts = []
+    for path in dict.fromkeys(r["path"] for r in rows if not r["path"].startswith("fp16")):
+        pts = sorted((r["batch"], r["× FP16"]) for r in rows if r["path"] == path)
+        lose = [b for b, x in pts if x < 1.0]
+        said = ", ".join(f"{x:.2f}× at batch {b}" for b, x in pts)
+        parts.append(f"{path} decodes {said}: " + (f"slower than FP16 at batch {', '.join(map(str, lose))}" if lose
+                                                    else "faster than FP16 at every batch size measured"))
+    return "; ".join(parts) + "." if parts else "Batched decode: no rows."
 
 
 def kernel_split(m: dict[str, Any], path: str = "w4a16 fused (CUDA)", steps: int = 3) -> dict[str, Any]:

@@ -7,6 +7,7 @@
     SWEEP    one 11008×4096 layer at batch M = 1..4096, every scheme interleaved; the batch table (M <= 8) is
              read from the same timings, so the two show one timing of each kernel
     DECODE   decode tokens/s of a 7B-shaped stack, and where a step's GPU time goes; the llm.decode.* headlines
+    DECODE_BATCH  decode tokens/s of a batch of 1-16 sequences, tensor-core weight-only GEMMs against cuBLAS FP16
 
 A notebook cell is ``result = experiments.GEMV.run(); result.show("gemv", ...)``.
 
@@ -112,6 +113,31 @@ DECODE = Experiment("ch12.decode", _decode, {"decode": tables.DECODE, "split": t
                     headlines=("llm.decode.w4a16_over_fp16", "llm.decode.w8a16_over_fp16"), derive=_decode_derive,
                     others={"ch12.decode.w4a16_gemv_share": "ratio", "ch12.decode.w8a16_gemv_share": "ratio",
                             "ch12.decode.fp16_fused_over_eager": "ratio"})
+
+
+def _decode_batch(layers: int = 8, batches: tuple[int, ...] = decode_bench.BATCHES) -> dict[str, list[dict]]:
+    import torch
+    from tqdm.auto import tqdm
+
+    shape = decode_bench.StackShape(layers=layers)
+    rows: list[dict] = []
+    weights = None
+    for b in tqdm(batches, desc="batched decode: one batch size at a time", leave=False):
+        m = decode_bench.build_batch(shape, b, weights=weights)
+        weights = m
+        rows += decode_bench.batch_tokens_per_second(m)
+    del m, weights
+    torch.cuda.empty_cache()
+    return {"batch": rows}
+
+
+def _decode_batch_derive(rows: dict[str, list[dict]]) -> dict[str, Any]:
+    got = decode_bench.batch_ratio(rows["batch"], 8, "w4a16")
+    return {"llm.decode.w4a16_over_fp16.b8": got} if got else {}
+
+
+DECODE_BATCH = Experiment("ch12.decode_batch", _decode_batch, {"batch": tables.DECODE_BATCH},
+                          headlines=("llm.decode.w4a16_over_fp16.b8",), derive=_decode_batch_derive)
 
 
 def split_of(result: Result, kind: str) -> dict[str, Any] | None:

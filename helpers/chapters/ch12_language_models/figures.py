@@ -66,6 +66,16 @@ def decode_bars(rows: list[dict], device: str | None = None, note: str = "") -> 
                             ylabel="decode speed (tokens/s)", device=device, note=note)
 
 
+def decode_batch_plot(rows: list[dict], device: str | None = None, note: str = "") -> Any:
+    """Decode tokens/s of each weight-only path ÷ cuBLAS FP16's against the batch size (1.0: no gain)."""
+    bs = sorted({r["batch"] for r in rows})
+    ys = {p: [next((r["× FP16"] for r in rows if r["path"] == p and r["batch"] == b), float("nan")) for b in bs]
+          for p in dict.fromkeys(r["path"] for r in rows)}
+    return plots.sweep(bs, ys, title="Decode of a batch, 7B-shaped layers: each path ÷ cuBLAS FP16",
+                       xlabel="batch (sequences decoded together)", ylabel="tokens/s ÷ FP16's", logx=True, logy=False,
+                       device=device, note=note)
+
+
 def sweep_plot(rows: list[dict], device: str | None = None, note: str = "") -> Any:
     """TFLOP/s of each scheme against the batch M, for N=11008, K=4096."""
     ms = sorted({r["M"] for r in rows})

@@ -90,6 +90,14 @@ DECODE = Table("ch12.decode.tokens_s", keys=("path",), value="tokens/s", unit="t
                        "context": "context"},
                spread="spread", spread_fields=SPREAD, tag="decode", legacy=_decode_legacy)
 
+DECODE_BATCH = Table("ch12.decode.batch", keys=("batch", "path"), value="tokens/s", unit="tokens/s",
+                     fields={"ms/step": "ms_per_step", "× FP16": "over_fp16", "layers": "layers", "context": "context"},
+                     spread="spread", spread_fields=SPREAD, name="b{batch}.{path}",
+                     example={"batch": 8, "path": "w4a16 GEMM (CUDA)", "tokens/s": 900.0, "ms/step": 8.9,
+                              "× FP16": 1.6, "layers": 8, "context": 512,
+                              "spread": {"min_us": 8800.0, "max_us": 9000.0, "q1_us": 8850.0, "q3_us": 8950.0,
+                                         "rounds": 7}})
+
 SPLIT = Table("ch12.decode.split", keys=("kind", "part"), value="ms/step", unit="ms", fields=("share",),
               example={"kind": "w4a16", "part": "GEMV", "ms/step": 1.5, "share": 0.6})
 

@@ -1,0 +1,74 @@
+"""The batched decode (decode_bench.build_batch / step_batch): every sequence decodes on its own cache, the
+weight-only paths compute what the FP16 path computes up to their quantization, and the b8 headline is derived
+from the batch-8 rows only."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from helpers.chapters.ch12_language_models import decode_bench as db
+from helpers.chapters.ch12_language_models import experiments
+
+TINY = db.StackShape(d=128, ffn=256, heads=2, layers=2, vocab=64, context=8)
+
+
+@pytest.fixture(scope="module")
+def batch3():
+    torch.manual_seed(0)
+    return db.build_batch(TINY, 3, device="cpu")
+
+
+def test_each_sequence_decodes_on_its_own_cache(batch3):
+    got = db.step_batch(batch3, "fp16 (cuBLAS)")
+    one = db.build_batch(TINY, 1, device="cpu", weights=batch3)
+    one["x"] = batch3["x"][1:2].clone()
+    one["cache"] = batch3["cache"][:, :, 1:2].clone()
+    alone = db.step_batch(one, "fp16 (cuBLAS)")
+    assert got.shape == (3, TINY.vocab)
+    assert torch.allclose(got[1].float(), alone[0].float(), atol=2e-2, rtol=1e-2)
+    assert not torch.allclose(got[0].float(), got[1].float(), atol=1e-1)  # different sequences, different logits
+
+
+@pytest.mark.parametrize("kind,tol", [("w8a16", 0.05), ("w4a16", 0.25)])
+def test_weight_only_paths_match_fp16_up_to_their_quantization(batch3, kind, tol):
+    assert db.batch_paths(batch3) == ("fp16 (cuBLAS)", "w4a16 GEMM (CUDA)", "w8a16 GEMM (CUDA)")
+    ref = db.step_batch(batch3, "fp16 (cuBLAS)").float()
+    got = db.step_batch(batch3, f"{kind} GEMM (CUDA)").float()
+    rel = ((got - ref).norm() / ref.norm()).item()
+    assert 0 < rel < tol, f"{kind}: {rel:.3f}"
+
+
+def _rows(ratio8: float) -> list[dict]:
+    rows = []
+    for b, ratio in ((4, 9.0), (8, ratio8)):
+        for path, r in (("fp16 (cuBLAS)", 1.0), ("w4a16 GEMM (CUDA)", ratio)):
+            us = 1000.0 / r
+            rows.append({"batch": b, "path": path, "tokens/s": b * 1e6 / us, "× FP16": r,
+                         "spread": {"min_us": us * 0.99, "max_us": us * 1.01, "q1_us": us, "q3_us": us, "rounds": 7}})
+    return rows
+
+
+def test_the_b8_headline_comes_from_the_batch_8_rows_with_the_rounds_spread():
+    got = experiments._decode_batch_derive({"batch": _rows(1.6)})
+    value, sp = got["llm.decode.w4a16_over_fp16.b8"]
+    assert value == 1.6 and sp.lo < 1.6 < sp.hi
+    assert experiments._decode_batch_derive({"batch": [r for r in _rows(1.6) if r["batch"] != 8]}) == {}
+
+
+def test_batch_rows_round_trip_through_the_table():
+    from helpers.chapters.ch12_language_models import tables
+
+    rows = [{**r, "ms/step": 1.0, "layers": 8, "context": 512} for r in _rows(1.6)]
+    recs = tables.DECODE_BATCH.record(rows)
+    assert {r.name for r in recs} >= {"ch12.decode.batch.b8.w4a16_GEMM_CUDA", "ch12.decode.batch.b8.fp16_cuBLAS"}
+    back = tables.DECODE_BATCH.stored_rows(recs)
+    assert sorted((r["batch"], r["path"], round(r["× FP16"], 6)) for r in back) == \
+        sorted((r["batch"], r["path"], round(r["× FP16"], 6)) for r in rows)
+
+
+def test_the_summary_covers_every_batch_and_says_where_a_path_loses():
+    rows = _rows(0.9)
+    text = db.batch_summary(rows)
+    assert "9.00× at batch 4" in text and "0.90× at batch 8" in text and "slower than FP16 at batch 8" in text
+    assert "every batch size" in db.batch_summary(_rows(1.6))
