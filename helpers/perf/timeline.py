@@ -221,7 +221,8 @@ def parts(traces: Trace | Sequence[Trace | None], *, title: str | None = None, n
     unit, per = _unit(items)
     split = [{k: v * 1e3 / per for k, v in t.ms_by_kind().items()} for t in items]
     kinds = [k for k in KINDS if any(s.get(k) for s in split)] + ["gaps"]
-    fig, ax = plt.subplots(figsize=(8, 1.6 + 0.5 * len(items)))
+    # tall enough for the legend beside it (one line per kind, gaps and the wall span), which must not reach the x label
+    fig, ax = plt.subplots(figsize=(8, max(1.6 + 0.5 * len(items), 1.5 + 0.2 * (len(kinds) + 1))))
     ys = list(range(len(items) - 1, -1, -1))
     left = [0.0] * len(items)
     for k in kinds:

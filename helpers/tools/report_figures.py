@@ -50,7 +50,7 @@ FIGURE_RECORDS: dict[str, str | None] = {
     "Nsight_Compute_summary_stored_GPU_run_": "ch11.ncu.",
     # 12: the tiny LM's training curve and activation ranges are computed on the CPU-trained model
     "Batch-1_GEMV_at_LLaMA-7B_shapes_speed_over_FP16_cuBLAS": "ch12.gemv.", "Batch_sweep_on_the_roofline": "ch12.batch.",
-    "Decode_tokens_s_7B-shaped_stack_batch_1": "ch12.decode.",
+    "Decode_tokens_s_7B-shaped_stack_batch_1": "ch12.decode.", "ch12_decode_batch": "ch12.decode.batch.",
     "ch12_decode_timeline": "ch12.timeline.decode.", "ch12_decode_parts": "ch12.timeline.decode.",
     "ch01_e2e_timeline": "ch01.timeline.", "ch01_e2e_parts": "ch01.timeline.",
     "ch03_stride_timeline": "ch03.timeline.", "ch03_stride_parts": "ch03.timeline.",

@@ -67,13 +67,15 @@ def decode_bars(rows: list[dict], device: str | None = None, note: str = "") -> 
 
 
 def decode_batch_plot(rows: list[dict], device: str | None = None, note: str = "") -> Any:
-    """Decode tokens/s of each weight-only path ÷ cuBLAS FP16's against the batch size (1.0: no gain)."""
+    """Decode tokens/s of each path ÷ cuBLAS FP16's against the batch size, the break-even line at 1."""
     bs = sorted({r["batch"] for r in rows})
     ys = {p: [next((r["× FP16"] for r in rows if r["path"] == p and r["batch"] == b), float("nan")) for b in bs]
           for p in dict.fromkeys(r["path"] for r in rows)}
-    return plots.sweep(bs, ys, title="Decode of a batch, 7B-shaped layers: each path ÷ cuBLAS FP16",
-                       xlabel="batch (sequences decoded together)", ylabel="tokens/s ÷ FP16's", logx=True, logy=False,
-                       device=device, note=note)
+    fig = plots.sweep(bs, ys, title="Decode of a batch, 7B-shaped layers: each path ÷ cuBLAS FP16",
+                      xlabel="batch (sequences decoded together)", ylabel="decode speed ÷ FP16's (×)", logx=True,
+                      ymin=0, device=device, note=note, name="ch12_decode_batch")
+    fig.axes[0].axhline(1.0, ls="--", color="0.3", lw=1)
+    return fig
 
 
 def sweep_plot(rows: list[dict], device: str | None = None, note: str = "") -> Any:
