@@ -245,6 +245,23 @@ def fastest_sentence(rows: list[dict]) -> str:
     return text + "."
 
 
+def stream_sentence(rows: list[dict], d2d_gbs: float, scheme: str = "w4a16 tc", m: int = 8) -> str:
+    """At batch `m`: `scheme`'s speed-up over FP16 beside what its bytes alone promise, and the rate at which each
+    streams its weights against the same run's device-to-device copy (the memory roof, measured apart from these
+    points). A kernel far below the copy rate is not limited by its bytes: fewer bytes alone cannot speed it up."""
+    by = {r["scheme"]: r for r in rows if r["M"] == m}
+    if scheme not in by or "fp16" not in by or not d2d_gbs:
+        return f"Batch sweep: no {scheme} and FP16 points at M = {m} to compare."
+    q, f = by[scheme], by["fp16"]
+    rate = {k: r["bytes"] / (r["µs"] * 1e-6) / 1e9 for k, r in (("q", q), ("f", f))}
+    return (f"At M = {m}, {scheme} runs {f['µs'] / q['µs']:.2f}× FP16 while reading {f['bytes'] / q['bytes']:.2f}× fewer "
+            f"bytes: it streams its weights at {rate['q']:.0f} GB/s, {rate['q'] / d2d_gbs:.0%} of this run's "
+            f"device-to-device copy rate ({d2d_gbs:.0f} GB/s), where FP16 streams at {rate['f'] / d2d_gbs:.0%}; "
+            + ("so memory does not set its time: its work per byte (dequantizing and multiplying) or too few blocks in "
+               "flight does, which Nsight Compute's counters would tell apart."
+               if rate["q"] < 0.6 * d2d_gbs else "so its bytes still set most of its time."))
+
+
 def math_precision(scheme: str) -> str:
     """The precision a scheme's multiply-adds run in: FP8 or INT8 for W8A8, FP16 for FP16 and weight-only."""
     if "fp8" in scheme:

@@ -146,3 +146,18 @@ def agreement(tables: Mapping[str, Iterable[Mapping[str, Any]]]) -> list[dict]:
                     "agree": ratio <= 1 + AGREE if len(harnesses) == 1 else
                     "another harness: " + " vs ".join(sorted(harnesses))})
     return out
+
+
+def agreement_sentence(rows: list[dict]) -> str:
+    """What the agreement table says: all agree, or which kernel two experiments of one run timed apart, and what
+    that means for reading the tables."""
+    if not rows:
+        return "No kernel is shown in two tables."
+    off = [r for r in rows if r["agree"] is False]
+    if not off:
+        return f"All {len(rows)} kernels shown in two tables agree within {AGREE:.0%} (or name the harness that differs)."
+    said = "; ".join(f"{r['kernel and shape']} ({r['tables']}: {r['max / min'] - 1:.0%} apart)" for r in off)
+    return (f"Timed apart by more than {AGREE:.0%} in one harness: {said}. The card ran faster or slower between these "
+            "experiments of one run, so compare ratios within a table (its kernels share its interleaved rounds), "
+            "not microseconds across tables.")
+

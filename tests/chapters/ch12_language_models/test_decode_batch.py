@@ -72,3 +72,15 @@ def test_the_summary_covers_every_batch_and_says_where_a_path_loses():
     text = db.batch_summary(rows)
     assert "9.00× at batch 4" in text and "0.90× at batch 8" in text and "slower than FP16 at batch 8" in text
     assert "every batch size" in db.batch_summary(_rows(1.6))
+
+
+def test_the_streaming_sentence_compares_the_rate_with_the_copy_roof():
+    from helpers.chapters.ch12_language_models import batch_sweep
+
+    rows = [{"scheme": "fp16", "M": 8, "µs": 36.0, "bytes": 90e6}, {"scheme": "w4a16 tc", "M": 8, "µs": 21.0, "bytes": 23e6}]
+    text = batch_sweep.stream_sentence(rows, 3000.0)
+    assert "runs 1.71× FP16 while reading 3.91× fewer bytes" in text and "1095 GB/s, 37% of" in text
+    assert "memory does not set its time" in text
+    fast = [rows[0], {**rows[1], "µs": 9.0}]
+    assert "its bytes still set most of its time" in batch_sweep.stream_sentence(fast, 3000.0)
+    assert "no w4a16 tc and FP16 points at M = 4" in batch_sweep.stream_sentence(rows, 3000.0, m=4)
