@@ -71,13 +71,18 @@ unit: setup
 
 ## Every notebook and solution under nbval; tests/support/nbval_guard.py also fails cells that run > 10 s without a
 ## progress bar and figures with problems (helpers.figure_check); nothing may be left in nbval's private TMPDIR.
+## The notebooks that time this machine's CPU (helpers.tools.report_plan.CPU_TIMING) run first, one at a time with
+## nothing beside them; then the others, which time nothing here, two at a time (one per core): the guard fails that
+## second run if one of them records a time (-p no:tmpdir: xdist would give each worker a folder in the private TMPDIR).
+NBVAL := TMPDIR=$$tmp WORKBOOK_RESULTS=$(CURDIR)/$(ARTIFACTS)/cpu_records.jsonl \
+  WORKBOOK_FIGURES=$(CURDIR)/$(ARTIFACTS)/figures WORKBOOK_FIGURE_LINT=$(CURDIR)/$(ARTIFACTS)/figure_problems.jsonl \
+  $(PY) -m pytest -q -p no:cacheprovider -p tests.support.nbval_guard --nbval-lax --nbval-current-env --durations=5 \
+  --nbval-cell-timeout=$(CELL_TIMEOUT) notebooks solutions
 notebooks: setup
 	@mkdir -p $(ARTIFACTS) && rm -f $(ARTIFACTS)/cpu_records.jsonl $(ARTIFACTS)/figure_problems.jsonl
 	@tmp=$$(mktemp -d) && \
-	TMPDIR=$$tmp WORKBOOK_RESULTS=$(CURDIR)/$(ARTIFACTS)/cpu_records.jsonl WORKBOOK_FIGURES=$(CURDIR)/$(ARTIFACTS)/figures \
-	  WORKBOOK_FIGURE_LINT=$(CURDIR)/$(ARTIFACTS)/figure_problems.jsonl \
-	  $(PY) -m pytest -q -p no:cacheprovider -p tests.support.nbval_guard --nbval-lax --nbval-current-env --durations=10 \
-	  --nbval-cell-timeout=$(CELL_TIMEOUT) notebooks solutions; rc=$$?; \
+	$(NBVAL) --lane alone; rc=$$?; \
+	OMP_WAIT_POLICY=PASSIVE $(NBVAL) --lane beside -n 2 --dist loadfile -p no:tmpdir || rc=1; \
 	$(PY) -m helpers.tools.report check-tmp "$$tmp" || rc=1; rm -rf "$$tmp"; exit $$rc
 	$(PY) -m helpers.tools.report check-names $(ARTIFACTS)/cpu_records.jsonl
 

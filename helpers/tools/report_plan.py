@@ -15,7 +15,10 @@ The phases (`phases(paths, jobs)`): 1. the TIMING notebooks one after another, t
 jobs - 1 lanes; 2. the GPU notebooks, `jobs` at a time; 3. the ALONE notebooks, one after another, nothing beside.
 With `--jobs 1` every notebook runs alone, in course order, the GPU visible (the run as it was).
 
-Serves: tooling — `make gpu-report` (helpers.tools.report --jobs).
+Without a GPU (`make notebooks`) only the notebooks in CPU_TIMING time anything, on the CPU: they run one at a
+time, alone; the others run two at a time.
+
+Serves: tooling — `make gpu-report` (helpers.tools.report --jobs) and `make notebooks` (tests/support/nbval_guard.py).
 """
 
 from __future__ import annotations
@@ -60,6 +63,30 @@ PLAN: dict[str, tuple[str, str]] = {
     "lab12_histogram_kernels": (TIMING, "histogram kernel speed checks (lab12.*)"),
     "lab13_weight_only_gemv": (TIMING, "times the student's GEMV beside FP16 and the course's (lab13.*)"),
 }
+
+# `make notebooks` on a machine without a GPU: what each of these times on its CPU (a stored record, a speed check,
+# or a time shown to the student). They run one at a time with nothing beside them; every other notebook and
+# solution times nothing there and runs two at a time (tests/support/nbval_guard.py, --lane; it fails such a run
+# that records a time). ALONE notebooks time the CPU everywhere; a HIDDEN one times nothing anywhere.
+CPU_TIMING: dict[str, str] = {
+    "00_start_here": "times a GEMM on the CPU with bench.timeit (shown, not recorded)",
+    "01_why_gpu_inference": "the host's bandwidth and the models' CPU latency (ch01.cpu_*)",
+    "02_gpu_architecture": "CPU GEMM throughput and the CPU roofline (ch02.cpu_*, ch02.roofline.cpu.*)",
+    "05_quantization_fundamentals": "INT8 against FP32 copies on the CPU (ch05.copy.fp32_over_int8_time.cpu)",
+    "06_calibration": "the calibrators' time (ch06.calib_ms.*)",
+    "09_deployment": "ONNX Runtime's CPU paths (ch09.ort_cpu.*)",
+    "10_beyond_int8": "sparsity, dynamic quantization, layouts and the pipeline on the CPU (ch10.*cpu*)",
+    "11_troubleshooting": "the INT8 exports' speed on the CPU (ch11.perf.cpu_*)",
+    "lab01_roofline_and_timing": "its timers time on the CPU where there is no GPU (bench.timeit, the kit's events)",
+    "lab08_deploy": "times the deployed backends on the CPU (bench.timeit_interleaved)",
+    "lab09_troubleshoot": "its speed check times two ONNX Runtime models on the CPU",
+}
+
+
+def times_the_cpu(path: Path) -> bool:
+    """True for a notebook that times work on this machine's CPU when it has no GPU (CPU_TIMING; unknown: True)."""
+    return path.stem in CPU_TIMING or path.stem not in PLAN
+
 
 SIDE_THREADS_MIN = 1
 KEEP_FOR_TIMING = 4  # CPU cores left to the timing lane while the hidden notebooks run beside it

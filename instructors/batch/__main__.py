@@ -78,6 +78,10 @@ VERBS = {"generate": _generate, "grade": _grade, "release": _release, "rank": _r
 
 def main(argv: list[str] | None = None) -> int:
     """Dispatch to generate, grade or release; bad input is one line on stderr and exit status 2."""
+    from instructors.batch.worker import skip_unused_imports
+
+    skip_unused_imports()  # before a verb imports nbformat: a grade run starts 1-2 s sooner (the worker says why)
+
     def dispatch(args: list[str]) -> int:
         if not args or args[0] in ("-h", "--help"):
             print(__doc__)

@@ -1,5 +1,5 @@
 """The notebook-run checks of `make notebooks` (tests/support/nbval_guard.py) fail on planted problems:
-a silent long cell and a figure with overlapping labels."""
+a silent long cell, a figure with overlapping labels, and a time recorded by a notebook run beside another."""
 
 from __future__ import annotations
 
@@ -48,3 +48,38 @@ def test_progress_is_recognised(outputs, expected):
     from tests.support.nbval_guard import shows_progress
 
     assert shows_progress(outputs) is expected
+
+
+@pytest.mark.slow
+def test_a_time_recorded_beside_another_notebook_fails_the_beside_run(tmp_path: Path) -> None:
+    """--lane beside holds the notebooks that time nothing here (07_ptq is one); a time one of them records fails
+    the run, an accuracy does not; --lane alone holds the others (an unknown notebook counts as timing the CPU)."""
+    nb = build(tmp_path / "07_ptq.ipynb", [("code", "from helpers import records\nrecords.set_notebook('07_ptq')\n"
+                                                    "records.record('planted.acc', 91.0, '%')\n"
+                                                    "records.record('planted.cpu_ms', 2.5, 'ms')")])
+    unknown = build(tmp_path / "99_unknown.ipynb", [("code", "x = 1")])
+    results = tmp_path / "records.jsonl"
+    results.write_text('{"name": "earlier.lane_ms", "unit": "ms", "value": 1.0}\n')  # the alone lane's, before
+    env = {**os.environ, "WORKBOOK_RESULTS": str(results)}
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.support.nbval_guard",
+                          "--nbval-lax", "--nbval-current-env", "--lane", "beside", str(nb), str(unknown)],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    out = run.stdout + run.stderr
+    assert run.returncode == 1 and "1 passed, 1 deselected" in out, out
+    assert "07_ptq recorded planted.cpu_ms in ms while it ran beside another notebook" in out, out
+    assert "planted.acc" not in out and "earlier.lane_ms" not in out, out
+
+
+@pytest.mark.parametrize("record, is_timed", [
+    ({"name": "ch08.w4a8.qat_delta_pts", "unit": "pts"}, False),
+    ({"name": "ch12.ppl.fp32", "unit": "perplexity"}, False),
+    ({"name": "ch07.size_ratio.resnet", "unit": "ratio"}, False),
+    ({"name": "ch01.bert_base.cpu_ms.b1", "unit": "ms"}, True),
+    ({"name": "ch10.layout.cpu_fp32_nhwc_speedup", "unit": "ratio"}, True),
+    ({"name": "x.tput", "unit": "tokens/s"}, True),
+    ({"name": "x.new", "unit": "furlongs"}, True),
+])
+def test_what_counts_as_a_recorded_time(record, is_timed):
+    from tests.support.nbval_guard import timed
+
+    assert timed(record) is is_timed

@@ -33,6 +33,18 @@ def test_no_hidden_notebook_times_anything():
     assert hidden and {p.name: _timing_code(p) for p in hidden if _timing_code(p)} == {}
 
 
+def test_the_notebooks_that_time_the_cpu_without_a_gpu_are_known_notebooks():
+    """`make notebooks` runs CPU_TIMING alone and the rest two at a time: an ALONE notebook times the CPU everywhere,
+    a HIDDEN one nothing anywhere; a notebook missing from PLAN counts as timing the CPU."""
+    cpu = report_plan.CPU_TIMING
+    assert cpu.keys() <= report_plan.PLAN.keys() and all(cpu.values())
+    assert {n for n, (k, _) in report_plan.PLAN.items() if k == report_plan.ALONE} <= cpu.keys()
+    assert not {n for n, (k, _) in report_plan.PLAN.items() if k == report_plan.HIDDEN} & cpu.keys()
+    assert report_plan.times_the_cpu(Path("notebooks/99_new.ipynb"))
+    assert report_plan.times_the_cpu(Path("notebooks/01_why_gpu_inference.ipynb"))
+    assert not report_plan.times_the_cpu(Path("solutions/lab07_qat.ipynb"))
+
+
 def test_the_timing_check_catches_a_planted_timing_cell(tmp_path):
     path = tmp_path / "lab00_warmup_quantize.ipynb"
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("t = bench.timeit(f, backend='torch')")]),
