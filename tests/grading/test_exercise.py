@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,14 +13,21 @@ import pytest
 from helpers.grading import exercise
 
 
+KEY0 = "instructors.keys.lab00_warmup_quantize"
+
+
 @pytest.fixture
-def registry(monkeypatch: pytest.MonkeyPatch) -> dict:
-    """An empty exercise registry for one test, lab 0's key not yet imported (both restored afterwards)."""
+def registry(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict]:
+    """An empty exercise registry for one test, lab 0's key not yet imported (both restored afterwards: a key
+    module imported here, into the empty registry, must not stay imported, or later tests never see its exercises)."""
     fresh: dict = {}
     monkeypatch.setattr(exercise, "_REGISTRY", fresh)
-    monkeypatch.delitem(sys.modules, "instructors.keys.lab00_warmup_quantize", raising=False)
+    before = sys.modules.pop(KEY0, None)
     monkeypatch.delenv(exercise.EXTRA_VAR, raising=False)
-    return fresh
+    yield fresh
+    sys.modules.pop(KEY0, None)
+    if before is not None:
+        sys.modules[KEY0] = before
 
 
 def test_an_answer_key_is_named_after_its_lab_package() -> None:
