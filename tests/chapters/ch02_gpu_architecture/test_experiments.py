@@ -58,7 +58,7 @@ def test_the_stored_gpu_figures_draw_and_say_where_they_come_from(capsys, monkey
     stored = ex.GPU_ROOFLINE.run(stored=True)
     figs = [ex.roof_plot(stored, "gpu", "Roofline (GPU, stored)"), ex.gemm_plot(ex.GEMM.run(stored=True))]
     assert all(f is not None and figure_problems(f) == [] for f in figs)
-    assert "from the stored H200 run" in ex.roof_line(stored, "gpu") and ex.roof_rows(stored, "gpu")
+    assert f"from the stored {stored.source.upper()} run" in ex.roof_line(stored, "gpu") and ex.roof_rows(stored, "gpu")
     monkeypatch.setattr(reference, "load", lambda source="h200": ())
     assert ex.roof_plot(ex.GPU_ROOFLINE.run(stored=True), "gpu", "Roofline (GPU, stored)") is None
     assert "no rows" in capsys.readouterr().out

@@ -111,8 +111,12 @@ def test_bad_input_is_refused_before_anything_is_written(tmp_path: Path) -> None
     out = tmp_path / "out"
     with pytest.raises(InputError, match="no submissions"):
         rank.rank([], out)
-    with pytest.raises(InputError, match="copy bandwidth"):
-        rank.rank([NAIVE], out, card="h100")
+    import helpers.reference as reference
+
+    with pytest.MonkeyPatch.context() as m:  # a stored run that holds no chapter 2/3 rates
+        m.setattr(reference, "load", lambda source="h200": [])
+        with pytest.raises(InputError, match="copy bandwidth"):
+            rank.rank([NAIVE], out, card="h100")
     with pytest.raises(InputError, match="runs must be"):
         rank.rank([NAIVE], out, runs=0)
     with pytest.raises(InputError, match="gradebook.csv does not exist"):
