@@ -1,6 +1,6 @@
 """One way to show a table of dicts: HTML in Jupyter, aligned text elsewhere.
 
-Serves: core — used by chapters 0–12 and labs 02, 06, 08, 09, 11–13.
+Serves: core — used by chapters 0–12 and labs 01, 02, 06, 08, 09, 11–13.
 """
 
 from __future__ import annotations

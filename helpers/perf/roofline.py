@@ -144,9 +144,46 @@ def measure_bandwidth_gbs(device: str = "cpu", nbytes: int = 1 << 28, repeats: i
     return bench.bandwidth_gbs(2 * nbytes, t.median_s)
 
 
-def _cpu_points(repeats: int) -> list[RoofPoint]:
-    """Elementwise ops, GEMMs of growing size (numpy, FP32) and a convolution (torch) on the CPU."""
+def _cpu_amax(src: np.ndarray, pool: ThreadPoolExecutor | None, parts: int) -> float:
+    """The largest element of src, split into `parts` chunks reduced in parallel (numpy's reductions release the
+    GIL; a max streams at twice the rate of numpy's pairwise sum, which is bound by its additions on one core)."""
+    if pool is None:
+        return float(np.max(src))
+    bounds = np.linspace(0, src.size, parts + 1).astype(int)
+    return float(max(pool.map(lambda i: np.max(src[bounds[i]:bounds[i + 1]]), range(parts))))
+
+
+def measure_read_gbs(device: str = "cpu", nbytes: int = 1 << 28, repeats: int = 10,
+                     threads: int | None = None) -> dict[str, float]:
+    """Read-only stream bandwidth (bytes read per second, GB/s) of `device`: {kernel: GB/s} of reductions that read
+    `nbytes` and write one number ('amax', and on a GPU also 'sum'). The fastest of them is the memory roof's
+    independent measure: no roofline point is one of these kernels. The CPU splits its amax over `threads` threads
+    (default: every core this process may use)."""
+    require_choice(device, ("cpu", "cuda"), "device")
+    out = {}
+    if device == "cpu":
+        n = cpu_cores() if threads is None else threads
+        if n < 1:
+            raise InputError(f"threads must be at least 1, got {threads}.")
+        src = np.ones(nbytes // 4, dtype=np.float32)
+        with ThreadPoolExecutor(n) if n > 1 else contextlib.nullcontext() as pool:
+            t = bench.timeit(lambda: _cpu_amax(src, pool, n), backend="cpu", warmup=2, repeats=repeats)
+        out["amax"] = bench.bandwidth_gbs(nbytes, t.median_s)
+        return out
     import torch
+
+    x = torch.ones(nbytes // 4, device="cuda")
+    for name, fn in {"sum": lambda: torch.sum(x), "amax": lambda: torch.amax(x)}.items():
+        t = bench.timeit(fn, backend="torch", warmup=3, repeats=repeats)
+        out[name] = bench.bandwidth_gbs(nbytes, t.median_s)
+    return out
+
+
+def _cpu_points(repeats: int) -> list[RoofPoint]:
+    """Elementwise ops (numpy), GEMMs of growing size (torch, FP32) and a convolution (torch) on the CPU."""
+    import torch
+
+    from helpers.perf import gemm
 
     pts = []
     n = 1 << 25  # 128 MB arrays: far beyond any CPU cache
@@ -157,9 +194,9 @@ def _cpu_points(repeats: int) -> list[RoofPoint]:
     for op, fn in ops.items():
         t = bench.timeit(fn, backend="cpu", warmup=1, repeats=repeats)
         pts.append(RoofPoint(op, "elementwise", *elementwise_cost(op, n), t.median_s))
-    for size in (32, 128, 512, 1024):
-        x, y = np.ones((size, size), np.float32), np.ones((size, size), np.float32)
-        t = bench.timeit(lambda: x @ y, backend="cpu", warmup=1, repeats=repeats)
+    for size in (32, 128, 512, 1024):  # torch's FP32 GEMM: the kernel chapter 2 times for the CPU's compute roof
+        fn = gemm.gemm_fn("fp32", size, size, size, "cpu")
+        t = bench.timeit(fn, backend="cpu", warmup=1, repeats=repeats)
         pts.append(RoofPoint(f"GEMM {size}³", "gemm", *gemm_cost(size, size, size, 4), t.median_s))
     conv = torch.nn.Conv2d(64, 64, 3, padding=1, bias=False).eval()
     img = torch.randn(4, 64, 56, 56)
@@ -251,23 +288,53 @@ def plot(points: list[RoofPoint], peak_tflops: float, bandwidth_gbs: float, *, t
     return fig
 
 
-def measured_peak(points: list[RoofPoint]) -> float:
-    """The roof's compute ceiling: the fastest measured GEMM or convolution (TFLOP/s)."""
-    heavy = [p.tflops for p in points if p.kind in ("gemm", "conv")]
-    if not heavy:
-        raise InputError("measured_peak needs at least one GEMM or convolution point.")
-    return max(heavy)
+POINTS_PRECISION = {"cuda": "bf16", "cpu": "fp32"}  # the precision of the GEMM points measure_points draws
 
 
-def fitted_roof(points: Sequence[RoofPoint], copy_gbs: float) -> tuple[float, float]:
-    """(peak TFLOP/s, bandwidth GB/s) of a roof that no measured point lies above.
+@dataclass(frozen=True)
+class Roof:
+    """A roof measured apart from the points drawn under it: a compute ceiling (TFLOP/s) and a memory ceiling (GB/s),
+    each with what it was measured by. Taken from the points themselves, "no point above its roof" could not fail."""
 
-    The compute ceiling is the fastest GEMM or convolution measured; the memory ceiling is the copy's
-    bandwidth, or the fastest elementwise kernel's traffic when that streamed faster (on the H200 the
-    stored elementwise kernels moved their bytes 1-5 % faster than the 1 GiB copy, 2026-12-02), so that
-    no kernel scores above 100 % of its roof (chapter 2, lab 1).
-    """
+    peak_tflops: float
+    bandwidth_gbs: float
+    peak_from: str
+    bandwidth_from: str
+
+    def __post_init__(self) -> None:
+        _positive(peak_tflops=self.peak_tflops, bandwidth_gbs=self.bandwidth_gbs)
+
+    def above(self, points: Sequence[RoofPoint]) -> list[tuple[RoofPoint, float]]:
+        """(point, how far above its roof: 0.02 = 2 %) of every point that lies above this roof."""
+        out = []
+        for p in points:
+            over = p.tflops / attainable_tflops(p.intensity, self.peak_tflops, self.bandwidth_gbs) - 1
+            if over > 0:
+                out.append((p, over))
+        return out
+
+
+def memory_roof(copy_gbs: float, reads: dict[str, float] | None = None) -> tuple[float, str]:
+    """(GB/s, what set it): the fastest stream measured apart from the points, the read-only reductions'
+    (``measure_read_gbs``) or the copy's (``measure_bandwidth_gbs``), whichever streamed faster."""
     if not isinstance(copy_gbs, (int, float)) or not math.isfinite(copy_gbs) or copy_gbs <= 0:
         raise InputError(f"copy_gbs must be a positive number of GB/s, got {copy_gbs!r}.")
-    streams = [p.bytes / p.seconds / 1e9 for p in points if p.kind == "elementwise"]
-    return measured_peak(list(points)), max([float(copy_gbs), *streams])
+    name, best = max((reads or {}).items(), key=lambda kv: kv[1], default=("", 0.0))
+    if best > copy_gbs:
+        return float(best), f"the fastest read-only stream, {name}"
+    return float(copy_gbs), "the copy"
+
+
+def measure_roof(device: str = "cpu", repeats: int = 5) -> Roof:
+    """This machine's roof, measured apart from ``measure_points``: the compute ceiling from the fastest GEMM of
+    the points' precision at the largest sizes (BF16 on a GPU, FP32 through torch on a CPU), the memory ceiling from
+    ``memory_roof`` of a large copy and the read-only reductions."""
+    from helpers.perf import gemm
+
+    require_choice(device, ("cpu", "cuda"), "device")
+    prec = POINTS_PRECISION[device]
+    sizes, nbytes = ((4096, 8192), 1 << 30) if device == "cuda" else ((512, 1024), 1 << 26)
+    best = max(gemm.sweep((prec,), sizes, device=device, repeats=repeats), key=lambda r: r.tflops)
+    bw, bw_from = memory_roof(measure_bandwidth_gbs(device, nbytes=nbytes, repeats=repeats),
+                              measure_read_gbs(device, nbytes=nbytes, repeats=repeats))
+    return Roof(best.tflops, bw, f"a {best.m}³ {prec.upper()} GEMM timed apart", bw_from)

@@ -8,7 +8,7 @@ act_quant (per-token INT8 and FP8 activations), smoothing (SmoothQuant, AWQ-styl
 kv_cache. Models and their quantized copies live in helpers.models and helpers.model_quant;
 chapter 5's tables and figures in helpers.chapters.ch05_quantization_fundamentals.
 
-Serves: core — used by chapters 2, 5–12 and labs 00, 04–13.
+Serves: core — used by chapters 1, 2, 5–12 and labs 00, 01, 04–13.
 """
 
 from helpers.quant.core import (

@@ -7,7 +7,7 @@ Symmetric quantization has zero_point 0. `narrow` drops the most negative signed
 Per-tensor: scalar scale. Per-channel: 1-D scale of length x.shape[axis]. Per-group: groups of
 `group_size` consecutive elements along `axis`; scale has x's shape with that axis divided by it.
 
-Serves: core — used by chapters 2, 5–12 and labs 00, 04–13.
+Serves: core — used by chapters 1, 2, 5–12 and labs 00, 01, 04–13.
 """
 
 from __future__ import annotations

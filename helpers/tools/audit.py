@@ -306,16 +306,16 @@ def sweeps() -> list[Problem]:
 
 
 def stored_roofline() -> list[Problem]:
-    """Rule 'roof' on chapter 2's stored roofline, with the roof the notebook draws it under (``fitted_roof``)."""
-    from helpers.perf import roofline
+    """Rule 'roof' on chapter 2's stored GPU roofline, under the roof the notebook draws it with
+    (``ch02 experiments.roof``: measured apart from the points, ``ch02_gpu_architecture.roofs``)."""
+    from helpers.chapters.ch02_gpu_architecture import experiments as ch02
 
-    points = roofline.points_from_records(reference.lookup_all("ch02.roofline.gpu"))
-    bw = reference.lookup("ch02.gpu_bandwidth_gbs")
-    if not points or bw is None or not any(p.kind in ("gemm", "conv") for p in points):
+    got = ch02.roof(ch02.GPU_ROOFLINE.run(stored=True), "gpu")
+    if got is None:
         return []
-    peak, gbs = roofline.fitted_roof(points, bw.value)
+    points, roof, _ = got
     return fitted_roofs("chapter 2 roofline", [(p.name, "all", p.intensity, p.tflops) for p in points],
-                        {"all": (peak, gbs)})
+                        {"all": (roof.peak_tflops, roof.bandwidth_gbs)})
 
 
 def _sweep_roofs(rows: list[dict]) -> list[Problem]:

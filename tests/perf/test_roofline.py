@@ -40,7 +40,6 @@ def test_points_and_records_round_trip():
     rec = Record("ch02.roofline.gpu.gemm.3", 4.0, "TFLOP/s", "x", "d", extra={"intensity": 2000.0, "label": "GEMM"})
     back = rl.points_from_records([rec])[0]
     assert back.kind == "gemm" and back.intensity == pytest.approx(2000) and back.tflops == pytest.approx(4.0)
-    assert rl.measured_peak([p, rl.RoofPoint("add", "elementwise", 1, 12, 1e-9)]) == 4.0
 
 
 def test_cpu_measurement_is_plausible():
@@ -50,7 +49,7 @@ def test_cpu_measurement_is_plausible():
 
 @pytest.mark.parametrize("call", [lambda: rl.intensity(0, 1), lambda: rl.ridge_point(-1, 5),
                                   lambda: rl.attainable_tflops(float("nan"), 1, 1),
-                                  lambda: rl.elementwise_cost("exp", 4), lambda: rl.measured_peak([]),
+                                  lambda: rl.elementwise_cost("exp", 4), lambda: rl.memory_roof(-1.0),
                                   lambda: rl.measure_points("tpu")])
 def test_bad_inputs_raise(call):
     with pytest.raises(InputError):
@@ -65,14 +64,10 @@ def test_plot_runs():
 
 @pytest.mark.gpu
 def test_gpu_points_and_bandwidth():
-    bw = rl.measure_bandwidth_gbs("cuda", nbytes=1 << 28, repeats=5)
-    assert bw > 500
+    roof = rl.measure_roof("cuda", repeats=3)
+    assert roof.bandwidth_gbs > 500 and roof.peak_tflops > 100  # HBM, BF16 Tensor Cores
     pts = rl.measure_points("cuda", repeats=3)
-    peak = rl.measured_peak(pts)
-    assert peak > 100  # bf16 Tensor Cores
-    for p in pts:  # elementwise kernels cannot beat the measured memory roof by more than noise
-        if p.kind == "elementwise":
-            assert p.tflops <= 1.25 * p.intensity * bw / 1e3
+    assert [p.name for p, over in roof.above(pts) if over > 0.25] == []  # measured apart, within the noise
 
 
 def test_threaded_cpu_copy_copies_every_element():

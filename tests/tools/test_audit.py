@@ -14,12 +14,8 @@ from helpers.tools import audit
 # Problems the stored runs still show in chapters rewritten elsewhere (chapters 9 and 12): each entry is
 # (rule, the start of where it is printed). Remove an entry when its chapter is fixed; a new problem, or
 # one of these gone, fails the test below.
-KNOWN = {  # chapter 12's first-crossing sentences are gone (it prints the set of M each scheme wins), and its sweep
-    # roofline takes its compute roofs from chapter 2's GEMMs or the datasheet (batch_sweep.compute_roofs): not listed
-    # chapter 2 (not rewritten here): helpers.perf.roofline.fitted_roof takes the compute roof from the fastest
-    # GEMM point and the memory roof from the fastest stream among the points it draws; the lead decides the fix
-    ("roof", "chapter 2 roofline"),
-}
+KNOWN: set[tuple[str, str]] = set()  # chapters 9 and 12's problems are fixed (ch12 prints the set of M each scheme
+# wins; both rooflines take their roofs from measurements apart from their points, ch02_gpu_architecture.roofs)
 
 
 def _rec(name: str, value: float, **extra: object) -> Record:

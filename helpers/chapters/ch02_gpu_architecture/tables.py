@@ -45,20 +45,24 @@ POINTS = Table("ch02.roofline", keys=("where", "kind", "i"), value="TFLOP/s", un
                fields={"kernel": "label", "FLOP/byte": "intensity"}, tag="ch02.roofline", legacy=_points_legacy)
 
 
-def _roof(tail: str, value: str, unit: str) -> Table:
-    """One number of each machine's roof: ch02.<where>_<tail>."""
+def _roof(tail: str, value: str, unit: str, keys: tuple[str, ...] = (), fields: tuple[str, ...] = ()) -> Table:
+    """One number of each machine's roof: ch02.<where>_<tail> (with `keys`: ch02.<where>_<tail>.<key>...)."""
     pattern = re.compile(rf"ch02\.(cpu|gpu)_{tail}")
 
     def legacy(r: Record) -> dict | None:
         m = pattern.fullmatch(r.name)
         return None if m is None else {"where": m.group(1)}
 
-    return Table("ch02", keys=("where",), value=value, unit=unit, name=f"{{where}}_{tail}", tag=f"ch02.{tail}",
-                 legacy=legacy)
+    name = ".".join([f"{{where}}_{tail}", *(f"{{{k}}}" for k in keys)])
+    return Table("ch02", keys=("where", *keys), value=value, unit=unit, fields=fields, name=name, tag=f"ch02.{tail}",
+                 legacy=None if keys else legacy)
 
 
 BANDWIDTH = _roof("bandwidth_gbs", "copy GB/s", "GB/s")
-PEAK = _roof("roof_peak_tflops", "peak TFLOP/s", "TFLOP/s")
+# The roof's compute ceiling, measured apart from the points ('from' says by what: ``roofs.gemm_peak``); a run stored
+# before 2026-12-06 holds the fastest point there instead and no 'from' (``roofs`` then reads the GEMM table).
+PEAK = _roof("roof_peak_tflops", "peak TFLOP/s", "TFLOP/s", fields=("from",))
+READ = _roof("read_gbs", "read GB/s", "GB/s", keys=("kernel",))  # read-only reductions: the memory roof's measure
 
 
 def gemm_rows(results: Iterable[GemmResult]) -> list[dict]:

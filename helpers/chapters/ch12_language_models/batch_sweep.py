@@ -269,36 +269,6 @@ def math_precision(scheme: str) -> str:
     return "int8" if "a8" in scheme else "fp16"
 
 
-GEMM_RATES = "ch02.gemm_tflops"  # chapter 2's square GEMMs per precision: the independent compute roofs
-
-
-def compute_roofs(precisions: Sequence[str], source: str | None = None, device: str | None = None
-                  ) -> dict[str, tuple[float, str]]:
-    """{precision: (TFLOP/s, where from)}: the compute roof of each math precision from an independent measurement,
-    chapter 2's fastest square GEMM of that precision in `source` (a stored run; default the one lookups read; for
-    'here', this session's records, else the stored run of this same card), else the card's dense datasheet peak
-    (`device`'s); never from the sweep's own points. A precision with neither is left out."""
-    from helpers import reference
-    from helpers.bench import session_records
-    from helpers.perf import gemm
-
-    same_card = [c for c in reference.stored_cards() if device and c.upper() in device.upper()]
-    out = {}
-    for prec in precisions:
-        prefix = f"{GEMM_RATES}.{prec}."
-        if source == "here":
-            recs = [r for r in session_records() if r.name.startswith(prefix)]
-            recs = recs or [r for c in same_card for r in reference.lookup_all(prefix, c)]
-        else:
-            recs = reference.lookup_all(prefix, source) if source else reference.lookup_all(prefix)
-        if recs:
-            best = max(recs, key=lambda r: r.value)
-            out[prec] = (best.value, f"chapter 2's {prec.upper()} GEMM, {best.device}, {best.date}")
-        elif (spec := gemm.spec_peak(prec, device) if device else None) is not None:
-            out[prec] = (spec, f"{prec.upper()} dense datasheet peak")
-    return out
-
-
 def roof_points(rows: list[dict]) -> list[RoofPoint]:
     """Roofline points (kind = scheme) from sweep rows or from stored records rebuilt into rows."""
     return [RoofPoint(f"{r['scheme']} M={r['M']}", r["scheme"], 2.0 * r["M"] * N * K, r["bytes"], r["µs"] / 1e6)

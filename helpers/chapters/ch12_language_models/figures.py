@@ -9,6 +9,7 @@ import math
 from typing import Any
 
 from helpers import plots
+from helpers.chapters.ch02_gpu_architecture.roofs import compute_roofs
 from helpers.chapters.ch12_language_models import batch_sweep
 from helpers.perf import roofline
 
@@ -92,7 +93,7 @@ def sweep_roofline(rows: list[dict], d2d_gbs: float, device: str | None = None, 
     """The sweep's points on the roofline, one roof per math precision (FP16 for the FP16 and weight-only
     schemes, INT8 and FP8 for W8A8), each from measurements independent of the points: the D2D copy rate of the
     same run, and chapter 2's fastest GEMM of that precision from `source` (the run the rows come from: 'here' or
-    a stored card), else the card's dense datasheet peak (``batch_sweep.compute_roofs``). Checked by
+    a stored card), else the card's dense datasheet peak (``ch02_gpu_architecture.roofs.compute_roofs``). Checked by
     ``helpers.figure_check.roof_problems`` first: a point above its roof is printed as a problem (and fails the
     figure check of ``make notebooks``)."""
     import numpy as np
@@ -104,7 +105,7 @@ def sweep_roofline(rows: list[dict], d2d_gbs: float, device: str | None = None, 
     if not pts:
         raise InputError("sweep_roofline needs sweep rows (experiments.SWEEP.run()['sweep']).")
     precs = list(dict.fromkeys(batch_sweep.math_precision(p.kind) for p in pts))
-    peaks = batch_sweep.compute_roofs(precs, source, device)
+    peaks = compute_roofs(precs, source, device)
     missing = [m for m in precs if m not in peaks]
     if missing:
         print(f"No independent compute roof for {', '.join(m.upper() for m in missing)} on this card (no chapter-2 "

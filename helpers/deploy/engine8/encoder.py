@@ -12,6 +12,10 @@ own kernels in ``helpers.deploy.engine8.kernels``):
     h2   = gemm(f8, W2) + b + x1
     x, x8 = layernorm(h2)
 
+The GELU is its tanh approximation (``kernels.ACTS['gelu_tanh']``, as TensorRT's BERT plugins and FasterTransformer
+compute it): within 4.8e-4 of BERT's erf GELU, far below one 8-bit step, and on an H100 it took ffn1's FP8 GEMM from
+38.0 to 27.6 µs (the erf alone cost a quarter of the GEMM; ``../shared/FACTS.md``, 2026-12-06).
+
 Activation scales come from the course's calibration (``helpers.deploy.qdq_model.calibrate``: per-tensor amax
 of every Linear's input); weights get one scale per output channel. ``build(model, calib, "fp8"|"int8")`` returns
 an ``EncoderEngine``; calling it runs the Triton kernels on a GPU and their exact PyTorch references elsewhere,
@@ -32,6 +36,8 @@ from torch import nn
 
 from helpers.deploy.engine8 import formats, kernels
 from helpers.errors import InputError
+
+GELU = "gelu_tanh"  # the feed-forward activation the engine computes (kernels.ACTS)
 
 
 @dataclass
@@ -158,7 +164,7 @@ class EncoderEngine:
             c8 = self._quantize(self.attention(qkv, batch, lay.heads), lay.out.s_in)
             h = self._gemm(c8, lay.out, residual=x2)
             x1, q1 = self._pair(kernels.layernorm(h, *lay.ln1, out=self._codes(lay.ffn1.s_in)), codes)
-            f8 = self._gemm(q1, lay.ffn1, act="gelu", out=self._codes(lay.ffn2.s_in), fp16=not codes)
+            f8 = self._gemm(q1, lay.ffn1, act=GELU, out=self._codes(lay.ffn2.s_in), fp16=not codes)
             h2 = self._gemm(f8, lay.ffn2, residual=x1)
             nxt = self.layers[i + 1].qkv.s_in if i + 1 < len(self.layers) else None
             x2, q = self._pair(kernels.layernorm(h2, *lay.ln2, out=self._codes(nxt)), codes and nxt is not None)

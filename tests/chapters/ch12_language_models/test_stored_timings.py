@@ -36,11 +36,8 @@ def _disagreements(rows: list[dict]) -> list[dict]:
 
 # Stored disagreements that a re-run on that card must clear, each with what was seen: strict both ways (an entry
 # that no longer disagrees fails too, so the list only shrinks).
-KNOWN_DRIFT = {
-    ("h100", "fp16 cuBLAS 11008×4096"): "2026-12-06 whole-course run: GEMV timed it at 33.7 µs, PATH and GROUP at "
-                                       "35.7 µs (6 %), the sweep at 34.0: the card's speed moved between experiments "
-                                       "of one run; notebook 12 prints it (tables.agreement_sentence). Re-run 12.",
-}
+KNOWN_DRIFT: dict[tuple[str, str], str] = {}  # (card, kernel and shape): why its tables disagree; empty since the H100's
+# notebook 12 was re-run on 2026-12-06 (its GEMV, PATH and GROUP timed FP16 cuBLAS at 11008×4096 within 1 %)
 
 
 @pytest.mark.parametrize("card", [c for c in reference.SOURCES if c != "cpu"])
@@ -85,17 +82,17 @@ def test_a_stored_batch_table_shows_a_newer_kernel_from_the_same_runs_sweep():
 def test_the_sweep_roofs_come_from_chapter_2s_gemms_or_the_datasheet_never_from_the_points(monkeypatch):
     """Old behaviour: each compute roof was the fastest sweep point of its precision, so no point could lie above
     it (the auditor's 'roof' rule). Now: chapter 2's GEMM of that precision from the same run, else the datasheet."""
-    from helpers.chapters.ch12_language_models import batch_sweep
+    from helpers.chapters.ch02_gpu_architecture.roofs import compute_roofs
     from helpers.records import Record
 
     held = [Record("ch02.gemm_tflops.fp16.n8192", 741.7, "TFLOP/s", "NVIDIA H200", "2026-12-02"),
             Record("ch02.gemm_tflops.fp16.n4096", 709.4, "TFLOP/s", "NVIDIA H200", "2026-12-02")]
     monkeypatch.setattr(reference, "lookup_all",
                         lambda prefix, source="h200": [r for r in held if r.name.startswith(prefix)])
-    roofs = batch_sweep.compute_roofs(["fp16", "int8"], "h200", "NVIDIA H100 80GB HBM3")
+    roofs = compute_roofs(["fp16", "int8"], "h200", "NVIDIA H100 80GB HBM3")
     assert roofs["fp16"] == (741.7, "chapter 2's FP16 GEMM, NVIDIA H200, 2026-12-02")
     assert roofs["int8"][1] == "INT8 dense datasheet peak" and roofs["int8"][0] > 1000
-    assert batch_sweep.compute_roofs(["int8"], "h200", device=None) == {}, "no GEMM, no card named: no roof"
+    assert compute_roofs(["int8"], "h200", device=None) == {}, "no GEMM, no card named: no roof"
     monkeypatch.setattr(reference, "stored_cards", lambda: ["h100", "h200"])
-    live = batch_sweep.compute_roofs(["fp16"], "here", "NVIDIA H200")  # measured here: this card's stored chapter 2
+    live = compute_roofs(["fp16"], "here", "NVIDIA H200")  # measured here: this card's stored chapter 2
     assert live["fp16"][0] == 741.7
