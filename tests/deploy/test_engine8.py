@@ -229,3 +229,29 @@ def test_accuracy_sentence_says_unresolved_when_the_interval_holds_the_budget(ca
             {"model": "m", "format": "INT8", "drop (pts)": 0.8, "spread": Spread(0.2, 1.4, "b")}]
     text = engine_view.accuracy_sentence(rows)
     assert text.startswith("1 of 2") and "0.8 points (INT8 on m)" in text and "1 cannot be told apart" in text
+
+
+def test_attention_reads_the_packed_views_and_returns_tokens_by_features():
+    from helpers.deploy.engine8 import attention
+
+    qkv = torch.randn(2 * 5, 3 * 8).half()
+    v5 = qkv.view(2, 5, 3, 2, 4)
+    q, k, v = (v5[:, :, i].transpose(1, 2) for i in range(3))
+    got = attention.attention(q, k, v)
+    ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float())
+    assert got.shape == (2, 5, 8) and torch.allclose(got.float(), ref.transpose(1, 2).reshape(2, 5, 8), atol=1e-3)
+
+
+@pytest.mark.gpu
+def test_attention_picks_a_fused_backend_by_measurement_and_agrees_with_the_math():
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    from helpers.deploy.engine8 import attention
+
+    qkv = torch.randn(4 * 128, 3 * 768, device="cuda").half()
+    v5 = qkv.view(4, 128, 3, 12, 64)
+    q, k, v = (v5[:, :, i].transpose(1, 2) for i in range(3))
+    got = attention.attention(q, k, v)
+    assert list(attention.picked().values())[-1] in attention.BACKENDS
+    ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float())
+    assert torch.allclose(got.float(), ref.transpose(1, 2).reshape(4, 128, 768), atol=2e-3)

@@ -4,7 +4,7 @@ Per layer, eight kernels and no other pass over memory (TensorRT's fusion plan f
 own kernels in ``helpers.deploy.engine8.kernels``):
 
     qkv  = gemm(x8, Wqkv) + b                   FP16 out (attention reads it in place: no layout copy)
-    ctx  = attention(qkv)                       FP16 flash attention (PyTorch's SDPA)
+    ctx  = attention(qkv)                       FP16 fused attention (PyTorch's SDPA, the backend measured fastest)
     c8   = quantize(ctx)
     h    = gemm(c8, Wo) + b + x                 residual add in the epilogue
     x1, x18 = layernorm(h)                      FP16 for the next residual, codes for the next GEMM
@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from helpers.deploy.engine8 import formats, kernels
+from helpers.deploy.engine8 import attention, formats, kernels
 from helpers.errors import InputError
 
 GELU = "gelu_tanh"  # the feed-forward activation the engine computes (kernels.ACTS)
@@ -143,14 +143,7 @@ class EncoderEngine:
         d = d3 // 3
         v5 = qkv.view(batch, t // batch, 3, heads, d // heads)
         q, k, v = (v5[:, :, i].transpose(1, 2) for i in range(3))
-        if qkv.is_cuda:  # flash attention reads the packed q, k, v views in place (strides, no copies)
-            from torch.nn.attention import SDPBackend, sdpa_kernel
-
-            with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-                ctx = F.scaled_dot_product_attention(q, k, v)
-        else:  # the CPU reference: float32 arithmetic, FP16 result
-            ctx = F.scaled_dot_product_attention(q.float(), k.float(), v.float()).half()
-        return ctx.transpose(1, 2).reshape(t, d)
+        return attention.attention(q, k, v).view(t, d)  # read in place (strides), the backend picked by measurement
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """The model's output, computed by the 8-bit engine."""
@@ -210,7 +203,7 @@ def plan(engine: EncoderEngine) -> list[dict[str, Any]]:
     lay = engine.layers[0]
     d = lay.out.w.shape[0]
     rows = [("gemm", f"{fmt} x, Wqkv", "scale, bias", "FP16 q|k|v", lay.qkv.w.shape),
-            ("attention", "FP16 q|k|v in place", "softmax(QKᵀ)V (flash)", "FP16 context", (d, d)),
+            ("attention", "FP16 q|k|v in place", "softmax(QKᵀ)V (fused SDPA)", "FP16 context", (d, d)),
             ("quantize", "FP16 context", "scale, round", f"{fmt} context", (d, d)),
             ("gemm", f"{fmt} context, Wo", "scale, bias, + residual", "FP16 h", lay.out.w.shape),
             ("layernorm", "FP16 h", "LayerNorm, quantize", f"FP16 x1 and {fmt} x1", (d, d)),
