@@ -86,3 +86,22 @@ def test_a_roofline_measured_here_takes_its_peak_from_this_sessions_gemm(monkeyp
     assert [r["kernel"] for r in result["read"]] == ["amax"]
     points, roof, _ = ex.roof(result, "cpu")
     assert roof.peak_tflops == peak["peak TFLOP/s"] and "measured in this session" in ex.roof_line(result, "cpu")
+
+
+def test_a_point_far_above_the_roof_is_measured_again_with_the_roofs_gemm(monkeypatch, tmp_path):
+    """A disturbed point (40 % above the roof) is measured again, the roof's GEMM too; the second reading stands."""
+    from helpers import bench
+
+    monkeypatch.setenv(bench.RESULTS_VAR, str(tmp_path / "r.jsonl"))
+    gemm = roofline.gemm_cost(512, 512, 512, 4)
+    readings = iter([1.0 / 1.4, 1.0])  # seconds for 1 TFLOP/s-scale work: first 1.4 TFLOP/s, then 1.0
+    monkeypatch.setattr(roofline, "measure_points", lambda device, repeats: [
+        roofline.RoofPoint("GEMM 512³", "gemm", gemm[0], gemm[1], gemm[0] / 1e12 * next(readings))])
+    monkeypatch.setattr(roofline, "measure_bandwidth_gbs", lambda *a, **k: 20.0)
+    monkeypatch.setattr(roofline, "measure_read_gbs", lambda *a, **k: {"amax": 25.0})
+    peaks = iter([(1.0, "chapter 2's FP32 GEMM at 512³"), (1.05, "chapter 2's FP32 GEMM at 1024³")])
+    monkeypatch.setattr(ex, "_peak", lambda where, repeats: next(peaks))
+    monkeypatch.setattr(ex, "_gemm_peak", lambda where, repeats: next(peaks))
+    result = ex.ROOFLINE.run(repeats=2)
+    assert result["peak"][0]["peak TFLOP/s"] == 1.05 and result["points"][0]["TFLOP/s"] == pytest.approx(1.0)
+    assert "disturbed" not in ex.roof_line(result, "cpu")
