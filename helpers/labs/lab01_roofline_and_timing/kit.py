@@ -1,6 +1,6 @@
 """Lab 1's fake GPU and its timer checks: a stand-in for `torch.cuda` whose queued work finishes later
-in real time, so a student's timer can be judged on any machine (synchronized? warmed up?); and the
-measured roof, fitted so that no measured kernel lies above it.
+in real time, so a student's timer can be judged on any machine (synchronized? warmed up?); and the check of
+the roofline exercise (bound and efficiency against the roof at each kernel's intensity).
 
 Serves: lab01 (the timer exercise; also used by the lab's own demo cell).
 """
