@@ -15,12 +15,16 @@ import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from helpers import bench
 from helpers.errors import InputError
 from helpers.validation import require_choice
+
+if TYPE_CHECKING:
+    from helpers.perf import gemm
 
 
 def _positive(**values: float) -> None:
@@ -325,16 +329,24 @@ def memory_roof(copy_gbs: float, reads: dict[str, float] | None = None) -> tuple
     return float(copy_gbs), "the copy"
 
 
-def measure_roof(device: str = "cpu", repeats: int = 5) -> Roof:
-    """This machine's roof, measured apart from ``measure_points``: the compute ceiling from the fastest GEMM of
-    the points' precision at the largest sizes (BF16 on a GPU, FP32 through torch on a CPU), the memory ceiling from
-    ``memory_roof`` of a large copy and the read-only reductions."""
+PEAK_SIZES = {"cuda": (4096, 8192), "cpu": (512, 1024)}  # the largest square GEMMs chapter 2 times per device
+
+
+def fastest_gemm(device: str = "cpu", repeats: int = 5) -> "gemm.GemmResult":
+    """The compute ceiling's measurement, apart from ``measure_points``: the fastest of the largest square GEMMs in the
+    points' precision (BF16 on a GPU, FP32 through torch on a CPU)."""
     from helpers.perf import gemm
 
     require_choice(device, ("cpu", "cuda"), "device")
-    prec = POINTS_PRECISION[device]
-    sizes, nbytes = ((4096, 8192), 1 << 30) if device == "cuda" else ((512, 1024), 1 << 26)
-    best = max(gemm.sweep((prec,), sizes, device=device, repeats=repeats), key=lambda r: r.tflops)
+    return max(gemm.sweep((POINTS_PRECISION[device],), PEAK_SIZES[device], device=device, repeats=repeats),
+               key=lambda r: r.tflops)
+
+
+def measure_roof(device: str = "cpu", repeats: int = 5) -> Roof:
+    """This machine's roof, measured apart from ``measure_points``: the compute ceiling from ``fastest_gemm``, the
+    memory ceiling from ``memory_roof`` of a large copy and the read-only reductions."""
+    best = fastest_gemm(device, repeats)
+    nbytes = 1 << 30 if device == "cuda" else 1 << 26
     bw, bw_from = memory_roof(measure_bandwidth_gbs(device, nbytes=nbytes, repeats=repeats),
                               measure_read_gbs(device, nbytes=nbytes, repeats=repeats))
-    return Roof(best.tflops, bw, f"a {best.m}³ {prec.upper()} GEMM timed apart", bw_from)
+    return Roof(best.tflops, bw, f"a {best.m}³ {best.precision.upper()} GEMM timed apart", bw_from)

@@ -18,8 +18,8 @@ from helpers.chapters.ch02_gpu_architecture import roofs, tables
 from helpers.experiment import Experiment, Result, Rows
 from helpers.perf import gemm, roofline
 
-GPU_SIZES = (1024, 2048, 4096, 8192)
-CPU_SIZES = (256, 512, 1024)
+GPU_SIZES = (1024, 2048, *roofline.PEAK_SIZES["cuda"])  # the largest two also set the roofline's compute ceiling
+CPU_SIZES = (256, *roofline.PEAK_SIZES["cpu"])
 DP4A_KERNELS = ("dp4a (CUDA cores)", "int8 Tensor Cores")
 
 
@@ -71,11 +71,9 @@ ROOF_TABLES = {"points": tables.POINTS, "bandwidth": tables.BANDWIDTH, "read": t
 
 
 def _gemm_peak(where: str, repeats: int) -> tuple[float, str]:
-    """The compute ceiling timed now, apart from the points: the fastest of chapter 2's largest two GEMMs of the
-    points' precision."""
-    device, sizes = ("cuda", GPU_SIZES[-2:]) if where == "gpu" else ("cpu", CPU_SIZES[-2:])
-    got = roofs.gemm_peak(where, tables.gemm_rows(gemm.sweep((roofline.POINTS_PRECISION[device],), sizes,
-                                                              device=device, repeats=repeats)))
+    """The compute ceiling timed now, apart from the points (``roofline.fastest_gemm``), labelled as chapter 2's."""
+    got = roofs.gemm_peak(where, tables.gemm_rows([roofline.fastest_gemm("cuda" if where == "gpu" else "cpu",
+                                                                        repeats)]))
     assert got is not None
     return got
 

@@ -20,10 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from helpers.chapters.ch02_gpu_architecture import tables
 from helpers.perf.roofline import POINTS_PRECISION, Roof, memory_roof
-
-GEMM_RATES = "ch02.gemm_tflops"      # chapter 2's square GEMMs per precision on a GPU: the compute roofs
-CPU_GEMM_RATES = "ch02.cpu_gemm_tflops"
 
 
 def compute_roofs(precisions: Sequence[str], source: str | None = None, device: str | None = None
@@ -39,7 +37,7 @@ def compute_roofs(precisions: Sequence[str], source: str | None = None, device: 
     same_card = [c for c in reference.stored_cards() if device and c.upper() in device.upper()]
     out = {}
     for prec in precisions:
-        prefix = f"{GEMM_RATES}.{prec}."
+        prefix = f"{tables.GEMM.prefix}.{prec}."
         if source == "here":
             recs = [r for r in session_records() if r.name.startswith(prefix)]
             recs = recs or [r for c in same_card for r in reference.lookup_all(prefix, c)]
@@ -94,11 +92,11 @@ def describe(roof: Roof, points: Sequence[Any], slack: float) -> tuple[str, str]
 
 
 _ZH = {"chapter 2's ": "第 2 章的 ", " GEMM at ": " GEMM，规模 ", "the fastest read-only stream": "最快的只读流",
-       "the copy": "拷贝", "GEMM timed apart": "单独计时的 GEMM", "a ": ""}
+       "the copy": "拷贝"}
 
 
 def _zh(text: str) -> str:
-    """The Chinese of a ceiling's source (``gemm_peak``, ``memory_roof``, ``roofline.measure_roof``)."""
+    """The Chinese of a ceiling's source, as ``gemm_peak`` and ``memory_roof`` word it."""
     for en, zh in _ZH.items():
         text = text.replace(en, zh)
     return text

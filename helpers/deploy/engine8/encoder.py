@@ -13,8 +13,9 @@ own kernels in ``helpers.deploy.engine8.kernels``):
     x, x8 = layernorm(h2)
 
 The GELU is its tanh approximation (``kernels.ACTS['gelu_tanh']``, as TensorRT's BERT plugins and FasterTransformer
-compute it): within 4.8e-4 of BERT's erf GELU, far below one 8-bit step, and on an H100 it took ffn1's FP8 GEMM from
-38.0 to 27.6 µs (the erf alone cost a quarter of the GEMM; ``../shared/FACTS.md``, 2026-12-06).
+compute it): within 4.8e-4 of BERT's erf GELU, far below one 8-bit step. In a probe on an H100 (2026-12-06, CUDA
+graphs, 9 interleaved rounds; ``../shared/FACTS.md``) it took ffn1's FP8 GEMM from 38.0 to 28.7 µs at the same tile
+configuration, and to 27.6 µs at the best one for it.
 
 Activation scales come from the course's calibration (``helpers.deploy.qdq_model.calibrate``: per-tensor amax
 of every Linear's input); weights get one scale per output channel. ``build(model, calib, "fp8"|"int8")`` returns

@@ -105,3 +105,14 @@ def test_a_point_far_above_the_roof_is_measured_again_with_the_roofs_gemm(monkey
     result = ex.ROOFLINE.run(repeats=2)
     assert result["peak"][0]["peak TFLOP/s"] == 1.05 and result["points"][0]["TFLOP/s"] == pytest.approx(1.0)
     assert "disturbed" not in ex.roof_line(result, "cpu")
+
+
+def test_lab_ones_roof_is_timed_apart_from_the_points_by_the_sizes_chapter_2_times():
+    """roofline.measure_roof (lab 1) and the roofline's own re-measure (ex._gemm_peak) use one GEMM measurement, at
+    the two largest sizes chapter 2's GEMM sweep times."""
+    assert ex.CPU_SIZES[-2:] == roofline.PEAK_SIZES["cpu"] and ex.GPU_SIZES[-2:] == roofline.PEAK_SIZES["cuda"]
+    roof = roofline.measure_roof("cpu", repeats=1)
+    assert roof.peak_from in ("a 512³ FP32 GEMM timed apart", "a 1024³ FP32 GEMM timed apart")
+    assert roof.peak_tflops > 0 and roof.bandwidth_from in ("the copy", "the fastest read-only stream, amax")
+    peak, label = ex._gemm_peak("cpu", repeats=1)
+    assert peak > 0 and label.startswith("chapter 2's FP32 GEMM at ")
