@@ -6,7 +6,9 @@
 
 The GEMV (``wo_gemv``) wins at batch 1-2; from batch 4 on this kernel reuses each dequantised weight for all M rows
 on tensor cores. `pick(scheme, n, k, m)` returns the (config, split) of a measured table (``use_table``, written by
-``python -m helpers.kernels.wo_gemm_check --out DIR``) or, without one, a rule that fills the SMs. Launches go to
+``python -m helpers.kernels.wo_gemm_check --out DIR``) or, without one, a rule that fills the SMs. `fill_split` is the
+split-K whose blocks fill every SM's resident blocks (`blocks_per_sm`: the driver's occupancy, or an estimate from the
+registers and shared memory an instance needs); the check times it beside the rule's. Launches go to
 torch's current stream (CUDA-graph capturable); a split launch adds FP32 partial sums into a per-(device, M x N)
 workspace that the last block (or a second pass) zeroes again, so two streams must not run the same shape at once.
 
@@ -31,8 +33,8 @@ from helpers.quant import wo_layout
 
 SCHEMES = ("w4a16", "w8a16")
 MAX_M = 64
-MAX_SPLIT = 16
-SMS = 132  # H100 SXM; the rule below asks the device when there is one
+MAX_SPLIT = 32  # slices of K a launch may have (wo_gemm.cu sets no limit; filling the SMs at N = 4096 takes > 16)
+SMS = 132  # H100 SXM; the rules below ask the device when there is one
 
 
 @dataclass(frozen=True)
@@ -49,11 +51,16 @@ SHARED_BYTES = 48 * 1024  # static shared memory of a block at most
 MAX_LOADS = 8  # 16-byte weight loads a lane keeps in flight per stage at most (registers)
 
 
+def activation_bytes(stages: int, mt: int, d: int) -> int:
+    """Shared memory of the activation buffers: STAGES x 16 MT rows x (32 D + 8) FP16 (xs in wo_gemm.cu)."""
+    return stages * 16 * mt * (32 * d + 8) * 2
+
+
 def effective_d(config: str, bits: int, mt: int) -> int:
     """The config's D, halved until a stage's activations fit the shared memory and the lane's loads the registers."""
     c = CONFIGS[config]
     d, pieces = c.d, 1 if bits == 4 else 2
-    while d > 1 and (c.stages * 16 * mt * (32 * d + 8) * 2 > SHARED_BYTES or d * pieces > MAX_LOADS):
+    while d > 1 and (activation_bytes(c.stages, mt, d) > SHARED_BYTES or d * pieces > MAX_LOADS):
         d //= 2
     return d
 
@@ -139,6 +146,12 @@ def use_table(path: str | Path) -> int:
     except (OSError, ValueError) as err:
         raise InputError(f"cannot read the measured table {path}: {err}; write it with "
                          "python -m helpers.kernels.wo_gemm_check --out DIR.") from None
+    return set_table(rows)
+
+
+def set_table(rows: dict[str, dict]) -> int:
+    """Dispatch by this measured table from now on ({table_key: {'config', 'split', ...}}, as
+    ``wo_gemm_check.measure_table`` returns it); how many cases it holds."""
     _TABLE.clear()
     _TABLE.update(rows)
     return len(rows)
@@ -152,12 +165,31 @@ def sm_count() -> int:
     return SMS
 
 
+def column_blocks(n: int, config: str) -> int:
+    """Blocks one slice of K launches: N padded to 32 columns a warp, WARPS warps a block."""
+    return -(-wo_layout.padded(n) // (32 * CONFIGS[config].warps))
+
+
+def most_split(k: int, config: str) -> int:
+    """The largest split-K that leaves every slice at least 2 pipeline stages of the config's D (and <= MAX_SPLIT)."""
+    return max(1, min(MAX_SPLIT, k // 32 // (2 * CONFIGS[config].d)))
+
+
 def rule_split(n: int, k: int, config: str, sms: int = SMS) -> int:
     """Split-K that makes about two blocks per SM when the columns alone make fewer (at least 2 stages a slice)."""
-    c = CONFIGS[config]
-    blocks = -(-wo_layout.padded(n) // (32 * c.warps))
-    most = max(1, min(MAX_SPLIT, k // 32 // (2 * c.d)))
-    return max(1, min(most, round(2 * sms / blocks)))
+    return max(1, min(most_split(k, config), round(2 * sms / column_blocks(n, config))))
+
+
+def fill_split(n: int, k: int, config: str, blocks_per_sm: int, sms: int = SMS) -> int:
+    """Split-K whose blocks fill the SMs' resident blocks in one wave (sms x blocks_per_sm), within most_split.
+
+    A weight-only GEMM at small M is bound by the weight bytes in flight: each resident warp keeps one stage of
+    16-byte loads outstanding, so the SMs must hold as many blocks as the occupancy allows, not two.
+    """
+    if isinstance(blocks_per_sm, bool) or not isinstance(blocks_per_sm, int) or blocks_per_sm < 1:
+        raise InputError(f"blocks_per_sm must be a whole number >= 1, got {blocks_per_sm!r}; take it from "
+                         "blocks_per_sm(bits, m, config).")
+    return max(1, min(most_split(k, config), sms * blocks_per_sm // column_blocks(n, config)))
 
 
 def pick(scheme: str, n: int, k: int, m: int) -> tuple[str, int]:
@@ -172,6 +204,63 @@ def fastest(scheme: str, n: int, k: int, m: int) -> str | None:
     """Which course kernel the measured table found fastest for the case ('gemm', 'gemv', 'triton'), or None."""
     row = _TABLE.get(table_key(scheme, n, k, m))
     return row.get("fastest") if row else None
+
+
+# ---- how many blocks an SM holds (occupancy) ----
+# Hopper's SM, compute capability 9.0 (the CUDA programming guide's table of limits): what the estimate divides up.
+# helpers.perf.occupancy models the same for the chapters, a layer above this one (a test keeps the two equal).
+SM_REGISTERS = 65536        # 32-bit registers of an SM
+SM_THREADS = 2048           # resident threads of an SM
+SM_BLOCKS = 32              # resident blocks of an SM
+SM_SHARED = 228 * 1024      # shared memory of an SM that blocks may use
+BLOCK_SHARED_RESERVE = 1024  # shared memory the runtime keeps for each block
+REGISTER_UNIT = 256         # a warp's registers come in units of this many
+MAX_REGISTERS = 255         # registers a thread may have
+BOOKKEEPING_REGISTERS = 24  # pointers, indices, loop counters beside the data (a guess; tested against ptxas)
+
+
+def shared_bytes(bits: int, m: int, config: str) -> int:
+    """Static shared memory of the instance for M rows: the activation buffers and the split-K flag (an int)."""
+    mt = row_tiles(m)
+    return activation_bytes(CONFIGS[config].stages, mt, effective_d(config, bits, mt)) + 4
+
+
+def estimated_registers(bits: int, m: int, config: str) -> int:
+    """Registers a thread of the instance needs, counted from what wo_gemm.cu keeps live at once.
+
+    The FP32 accumulators (16 a row tile); this stage's and the next stage's weights (D tiles of one 16-byte piece,
+    two for W8: 4 registers a piece); W4's scales of both stages (2 a tile); the A fragments (4 a row tile); plus
+    BOOKKEEPING_REGISTERS. ptxas decides the real count; blocks_per_sm asks the driver for it on a GPU.
+    """
+    mt = row_tiles(m)
+    d, pieces = effective_d(config, bits, mt), 1 if bits == 4 else 2
+    data = 16 * mt + 2 * d * pieces * 4 + (2 * d * 2 if bits == 4 else 0) + 4 * mt
+    return min(MAX_REGISTERS, data + BOOKKEEPING_REGISTERS)
+
+
+def estimated_blocks_per_sm(bits: int, m: int, config: str) -> int:
+    """Blocks of the instance an SM holds by the estimate: the fewest that threads, block slots, registers (whole
+    units a warp) and shared memory allow."""
+    warps = CONFIGS[config].warps
+    per_warp = -(-estimated_registers(bits, m, config) * 32 // REGISTER_UNIT) * REGISTER_UNIT
+    by = (SM_THREADS // (32 * warps), SM_BLOCKS, SM_REGISTERS // (per_warp * warps),
+          SM_SHARED // (shared_bytes(bits, m, config) + BLOCK_SHARED_RESERVE))
+    return max(1, min(by))
+
+
+def blocks_per_sm(bits: int, m: int, config: str) -> tuple[int, str]:
+    """(blocks of the instance one SM holds at once, who says so): the driver's occupancy of the compiled function
+    on a GPU ('driver'), else estimated_blocks_per_sm ('estimate')."""
+    if bits not in (4, 8) or config not in CONFIGS or not 1 <= m <= MAX_M:
+        raise InputError(f"blocks_per_sm takes bits 4 or 8, a config of {', '.join(CONFIGS)} and M = 1..{MAX_M}, "
+                         f"got {bits!r}, {config!r}, {m!r}.")
+    if not torch.cuda.is_available():
+        return estimated_blocks_per_sm(bits, m, config), "estimate"
+    name = kernel_name(bits, m, config)
+    compile_kernels([name])
+    driver = cupy_module().cuda.driver
+    return int(driver.occupancyMaxActiveBlocksPerMultiprocessor(_functions[name].kernel.ptr,
+                                                                32 * CONFIGS[config].warps, 0)), "driver"
 
 
 # ---- the launch ----

@@ -1,16 +1,21 @@
-"""GPU check and benchmark of the tensor-core weight-only GEMM (``wo_gemm``) against its peers.
+"""GPU check and benchmark of the tensor-core weight-only GEMM (``wo_gemm``) against its peers; and the measured
+dispatch table (``measure_table``) that chapter 12's batched decode runs with.
 
     python -m helpers.kernels.wo_gemm_check --out DIR     correctness of every variant, then the timing table
     python -m helpers.kernels.wo_gemm_check --selftest    a few small cases, e.g. under compute-sanitizer:
     compute-sanitizer --tool memcheck python -m helpers.kernels.wo_gemm_check --selftest   (also racecheck, synccheck)
 
-Correctness: every scheme (W4 g32/g64/g128, W8), config and split against the float32 reference at M = 1..64 and an
-odd N, printing max error / max |y|. Timing: each kernel walks through enough weight copies to defeat the 50 MB L2,
-captured in one CUDA graph; the graphs of one (shape, M) are replayed interleaved, one timing of each per round,
-median and quartiles kept. Writes DIR/rows.json (kernel, scheme, shape, M, us, lo, hi), DIR/pick.json (the fastest
-GEMM launch per case, for wo_gemm.use_table) and prints ratios over cuBLAS FP16 (geometric mean over shapes).
+Correctness: every scheme (W4 g32/g64/g128, W8), config and split (1, an uneven 3, MAX_SPLIT) against the float32
+reference at M = 1..64 and an odd N, printing max error / max |y|. Timing: each kernel walks through enough weight
+copies to defeat the 50 MB L2, captured in one CUDA graph; the graphs of one (shape, M) are replayed interleaved, one
+timing of each per round, median and p10..p90 kept. The GEMM's launches per case are `candidates`: the rule's split
+and larger ones up to the split that fills the SMs' resident blocks (wo_gemm.blocks_per_sm). Writes DIR/rows.json
+(kernel, scheme, shape, M, us, lo, hi), DIR/pick.json (the fastest GEMM launch per case, for wo_gemm.use_table),
+DIR/records.json (the llm.gemm.* headlines, when every case is correct; store them with
+``python -m helpers.tools.report store-records DIR/records.json --into h100``) and prints ratios over cuBLAS FP16
+(geometric mean over shapes).
 
-Serves: tooling — the GEMM's GPU check and benchmark.
+Serves: core — used by chapter 12.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import statistics
 import sys
 import time
@@ -29,12 +35,17 @@ import torch
 
 from helpers.kernels import wo_gemm as G
 from helpers.quant import weight_only as wo
+from helpers.records import Record, record, save_records
 
 SHAPES = ((4096, 4096), (11008, 4096), (4096, 11008))  # LLaMA-7B: q/k/v/o, gate/up, down
 BATCHES = (1, 2, 4, 8, 16, 32, 64)
 CHECK_M = (1, 2, 3, 4, 8, 16, 17, 32, 64)
 L2_BYTES = 50 * 2**20
 TOLERANCE = 5e-3  # max error / max |y| (FP16 output rounding is 5e-4; FP16 weights and sums add a little)
+MAX_CANDIDATES = 9  # fused GEMM launches timed per scheme, shape and M (with the 2-pass one, 10 graphs)
+COURSE_FAMILIES = ("gemm", "gemm-2pass", "gemv", "triton")  # the course's kernels (cuBLAS and tinygemm are peers)
+COMMAND = "python -m helpers.kernels.wo_gemm_check --out DIR"
+HARNESS = "interleaved rounds, CUDA-graph replay over weight copies that defeat L2"
 
 
 def layer(n: int, k: int, seed: int = 0) -> torch.Tensor:
@@ -56,7 +67,7 @@ def exact_weight(q: wo.W4Weight | wo.W8Weight) -> torch.Tensor:
     return (wo.unpack_int4(q.packed).float() * s).half().float()
 
 
-def check_cases(shapes: tuple, batches: tuple, splits: tuple[int, ...] = (1, 3)) -> list[dict]:
+def check_cases(shapes: tuple, batches: tuple, splits: tuple[int, ...] = (1, 3, G.MAX_SPLIT)) -> list[dict]:
     """Every scheme, config and split on the given shapes and batches; one row per case with its relative error."""
     rows = []
     for n, k in shapes:
@@ -142,16 +153,37 @@ def tinygemm_weight(w4: wo.W4Weight) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.ops.aten._convert_weight_to_int4pack(u8, 8), sz
 
 
-def candidates(n: int, k: int) -> list[tuple[str, int]]:
-    """The GEMM launches a case times: each config at its rule's split, and config 'a' at half and double it."""
-    sms = G.sm_count()
-    out = [(c, G.rule_split(n, k, c, sms)) for c in G.CONFIGS]
-    s = out[0][1]
-    out += [("a", max(1, s // 2)), ("a", min(G.MAX_SPLIT, 2 * s))]
-    return list(dict.fromkeys(out))
+def candidates(bits: int, n: int, k: int, m: int, sms: int | None = None) -> list[tuple[str, int]]:
+    """The GEMM launches (config, split) one case times, most telling first, at most MAX_CANDIDATES.
+
+    Each config at the rule's split (about two blocks an SM), at the split that fills the SMs' resident blocks in
+    one wave (wo_gemm.fill_split with wo_gemm.blocks_per_sm) and at twice the rule's; then config 'a' at half the
+    rule's and at twice the filling one. Every split within wo_gemm.most_split; configs that compile to the same
+    instance at this M (W8's 'c' is 'a') are timed once.
+    """
+    sms = sms or G.sm_count()
+    rule = {c: G.rule_split(n, k, c, sms) for c in G.CONFIGS}
+    fill = {c: G.fill_split(n, k, c, G.blocks_per_sm(bits, m, c)[0], sms) for c in G.CONFIGS}
+    wanted = ([(c, rule[c]) for c in G.CONFIGS] + [(c, fill[c]) for c in G.CONFIGS]
+              + [(c, 2 * rule[c]) for c in G.CONFIGS] + [("a", rule["a"] // 2), ("a", 2 * fill["a"])])
+    out: dict[tuple[str, int], tuple[str, int]] = {}  # (instance, split) -> the first config that asks for it
+    for c, s in wanted:
+        s = max(1, min(G.most_split(k, c), s))
+        out.setdefault((G.kernel_name(bits, m, c), s), (c, s))
+    return list(out.values())[:MAX_CANDIDATES]
 
 
-def kernels_for(n: int, k: int, w: torch.Tensor) -> dict[str, tuple[str, Callable[[torch.Tensor], list]]]:
+def gemm_calls(ps: list, config: str, split: int, fused: bool | None, at: set[int]) -> Callable[[torch.Tensor], list]:
+    """A function of x giving one GEMM call per weight copy, or none where M = len(x) is not among `at`."""
+    def make(x: torch.Tensor) -> list:
+        if x.shape[0] not in at:
+            return []
+        return [lambda p=p: G.gemm(x, p, split_k=split, config=config, fused_finish=fused) for p in ps]
+    return make
+
+
+def kernels_for(n: int, k: int, w: torch.Tensor, batches: tuple = BATCHES
+                ) -> dict[str, tuple[str, Callable[[torch.Tensor], list]]]:
     """name -> (scheme, a function of x giving one call per weight copy) for every kernel timed at this shape."""
     from helpers.kernels import triton_wo_gemm as tg
     from helpers.kernels import wo_gemv
@@ -163,13 +195,20 @@ def kernels_for(n: int, k: int, w: torch.Tensor) -> dict[str, tuple[str, Callabl
     for scheme, q in (("w4a16", w4), ("w8a16", w8)):
         p = G.prepare(q)
         ps = [p] + [p.clone() for _ in range(copies(p.nbytes) - 1)]
-        for config, split in candidates(n, k):
-            out[f"gemm {config} s{split} {scheme}"] = (scheme, lambda x, ps=ps, c=config, s=split: [
-                lambda p=p: G.gemm(x, p, split_k=s, config=c) for p in ps])
-        config, split = candidates(n, k)[0]  # the rule's launch with the second pass, for the comparison
+        lists = {m: candidates(p.bits, n, k, m) for m in batches}
+        at: dict[tuple[str, int], set[int]] = {}  # launch -> the M it is a candidate at
+        same: dict[tuple, list[int]] = {}  # a list of launches -> the M that time it
+        for m, launches in lists.items():
+            same.setdefault(tuple(launches), []).append(m)
+            for launch in launches:
+                at.setdefault(launch, set()).add(m)
+        print(f"  {scheme} {n}x{k} GEMM launches (config+split): " + "; ".join(
+            f"M={','.join(map(str, ms))}: " + " ".join(f"{c}{s}" for c, s in launches) for launches, ms in same.items()))
+        for (config, split), ms in at.items():
+            out[f"gemm {config} s{split} {scheme}"] = (scheme, gemm_calls(ps, config, split, None, ms))
+        config, split = "a", G.rule_split(n, k, "a", G.sm_count())  # the rule's launch with the second pass as well
         if split > 1:
-            out[f"gemm-2pass {config} s{split} {scheme}"] = (scheme, lambda x, ps=ps, c=config, s=split: [
-                lambda p=p: G.gemm(x, p, split_k=s, config=c, fused_finish=False) for p in ps])
+            out[f"gemm-2pass {config} s{split} {scheme}"] = (scheme, gemm_calls(ps, config, split, False, set(batches)))
         gv = wo_gemv.prepare(q)
         gvs = [gv] + [gv.clone() for _ in range(copies(gv.nbytes) - 1)]
         out[f"gemv {scheme}"] = (scheme, lambda x, gvs=gvs: [] if x.shape[0] > wo_gemv.MAX_BATCH else [
@@ -192,7 +231,7 @@ def bench(shapes: tuple, batches: tuple, rounds: int) -> list[dict]:
     """Timing rows (kernel, scheme, shape, M, us, lo, hi) for every kernel, shape and batch."""
     rows = []
     for n, k in shapes:
-        kernels = kernels_for(n, k, layer(n, k))
+        kernels = kernels_for(n, k, layer(n, k), batches)
         for m in batches:
             x = torch.randn(m, k, device="cuda").half()
             graphs = {}
@@ -204,12 +243,32 @@ def bench(shapes: tuple, batches: tuple, rounds: int) -> list[dict]:
                 except Exception as err:  # a peer that does not take this shape or batch is reported, not fatal
                     print(f"  {name} skipped at {n}x{k} M={m}: {type(err).__name__}: {str(err).splitlines()[0][:120]}")
             for name, us in time_graphs(graphs, rounds).items():
-                q = statistics.quantiles(us, n=4, method="inclusive")
+                q = statistics.quantiles(us, n=10, method="inclusive")  # lo, hi: p10 and p90
                 rows.append({"kernel": name, "scheme": kernels[name][0], "shape": f"{n}x{k}", "M": m,
-                             "us": statistics.median(us), "lo": q[0], "hi": q[2]})
+                             "us": statistics.median(us), "lo": q[0], "hi": q[-1]})
             del graphs
             torch.cuda.synchronize()
     return rows
+
+
+def measure_table(shapes: tuple, batches: tuple, rounds: int = 3) -> dict[str, dict]:
+    """The dispatch table of the GEMM's own launches (``candidates``) at these (N, K) shapes and batches, timed here
+    in CUDA graphs over weight copies, interleaved: {table_key: {'config', 'split', 'us'}} for ``wo_gemm.set_table``.
+    Only the fused launches, no peers: seconds on a GPU."""
+    rows = []
+    for n, k in shapes:
+        w = layer(n, k)
+        for scheme, q in (("w4a16", wo.quantize_w4(w, 128)), ("w8a16", wo.quantize_w8(w))):
+            p = G.prepare(q)
+            ps = [p] + [p.clone() for _ in range(copies(p.nbytes) - 1)]
+            for m in batches:
+                x = torch.randn(m, k, device="cuda").half()
+                graphs = {f"gemm {c} s{s} {scheme}": (capture(gemm_calls(ps, c, s, None, {m})(x)), len(ps))
+                          for c, s in candidates(p.bits, n, k, m)}
+                rows += [{"kernel": name, "scheme": scheme, "shape": f"{n}x{k}", "M": m, "us": statistics.median(us)}
+                         for name, us in time_graphs(graphs, rounds).items()]
+            del ps
+    return {key: {f: v for f, v in row.items() if f != "fastest"} for key, row in summarize(rows)[0].items()}
 
 
 def summarize(rows: list[dict]) -> tuple[dict, list[str]]:
@@ -254,10 +313,42 @@ def summarize(rows: list[dict]) -> tuple[dict, list[str]]:
     return table, lines
 
 
+def headline_records(rows: list[dict], rounds: int) -> list[Record]:
+    """The llm.gemm.* headlines of helpers.metrics from timing rows: per scheme and M, cuBLAS FP16 µs ÷ the fastest
+    course kernel's µs, geometric mean over SHAPES (a case missing a shape gives no record); spread from p10..p90."""
+    from helpers import metrics
+
+    shapes = {f"{n}x{k}" for n, k in SHAPES}
+    out = []
+    for metric in metrics.HEADLINES:
+        name = re.fullmatch(r"llm\.gemm\.(w\d+a16)_over_fp16\.m(\d+)", metric.name)
+        if not name:
+            continue
+        scheme, m = name[1], int(name[2])
+        fp16 = {r["shape"]: r for r in rows if r["kernel"] == "cuBLAS fp16" and r["M"] == m}
+        best: dict[str, dict] = {}
+        for r in rows:
+            if r["scheme"] == scheme and r["M"] == m and r["kernel"].split()[0] in COURSE_FAMILIES \
+                    and (r["shape"] not in best or r["us"] < best[r["shape"]]["us"]):
+                best[r["shape"]] = r
+        if not shapes <= fp16.keys() or not shapes <= best.keys():
+            continue
+
+        def geo(top: str, bottom: str) -> float:
+            return math.exp(statistics.fmean(math.log(fp16[s][top] / best[s][bottom]) for s in sorted(shapes)))
+
+        out.append(record(
+            metric.name, geo("us", "us"), "ratio", command=COMMAND, harness=HARNESS, lo=geo("lo", "hi"),
+            hi=geo("hi", "lo"), kernels=[f"{s}: {best[s]['kernel']} {best[s]['us']:.1f} us" for s in sorted(shapes)],
+            spread=f"geometric mean over the {len(shapes)} LLaMA-7B shapes of cuBLAS p10..p90 ÷ kernel p90..p10, "
+                   f"{rounds} interleaved rounds (not paired)"))
+    return out
+
+
 def selftest() -> bool:
     """Small cases of every variant (odd N, uneven split, masked rows): quick enough for compute-sanitizer."""
     G.compile_kernels()
-    rows = check_cases(((72, 256),), (1, 17, 64), splits=(1, 3))
+    rows = check_cases(((72, 256),), (1, 17, 64))
     return print_checks(rows)
 
 
@@ -284,6 +375,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         G.compile_kernels()
         print(f"compiled {len(G.all_kernel_names())} GEMM instances in {time.perf_counter() - start:.1f} s")
+        print(f"blocks an SM holds ({G.blocks_per_sm(4, 1, 'a')[1]}): " + "; ".join(
+            f"w{b}a16 M<={m} " + " ".join(f"{c}{G.blocks_per_sm(b, m, c)[0]}" for c in G.CONFIGS)
+            for b in (4, 8) for m in (16, 32, 64)))
         ok = print_checks(check_cases(((4104, 4096), (4096, 11008)), CHECK_M))
         rows = bench(SHAPES, BATCHES, args.rounds)
     except KeyboardInterrupt:
@@ -294,7 +388,10 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "rows.json").write_text(json.dumps(rows, indent=1), encoding="utf-8")
     (args.out / "pick.json").write_text(json.dumps(table, indent=1), encoding="utf-8")
     print("\n".join(lines))
-    print(f"wrote {args.out / 'rows.json'} and pick.json; {time.perf_counter() - start:.0f} s in all")
+    if ok:
+        save_records(headline_records(rows, args.rounds), args.out / "records.json")
+    print(f"wrote {args.out / 'rows.json'}, pick.json" + (" and records.json" if ok else
+          " (no records.json: a case failed the correctness check)") + f"; {time.perf_counter() - start:.0f} s in all")
     return 0 if ok else 1
 
 

@@ -97,6 +97,12 @@ def test_bad_inputs_get_one_line_errors(w16):
         G.gemm(torch.zeros(65, 128, dtype=torch.float16), p)
     with pytest.raises(InputError, match="split_k"):
         G.gemm(x, p, split_k=0)
+    with pytest.raises(InputError, match="split_k"):
+        G.gemm(x, p, split_k=G.MAX_SPLIT + 1)
+    with pytest.raises(InputError, match="blocks_per_sm"):
+        G.fill_split(4096, 4096, "a", 0)
+    with pytest.raises(InputError, match="blocks_per_sm"):
+        G.blocks_per_sm(3, 8, "a")
     with pytest.raises(InputError, match="config"):
         G.gemm(x, p, config="z")
     with pytest.raises(InputError, match="group_size"):
@@ -132,6 +138,113 @@ def test_pick_reads_the_measured_table_and_falls_back_to_the_rule(tmp_path):
     assert table == {"w4a16 64x64 m2": {"config": "b", "split": 1, "us": 5.0, "fastest": "gemv"}}
     assert any(line.startswith("gemm w4a16") and line.split()[-1] == "2.00" for line in lines)
     assert G.rule_split(4096, 4096, "a", 132) == 8 and G.rule_split(11008, 4096, "a", 132) == 3
+
+
+def test_the_occupancy_estimate_is_the_chapters_calculator_on_the_estimated_resources():
+    from helpers.perf.occupancy import HOPPER, occupancy
+
+    assert (G.SM_REGISTERS, G.SM_THREADS, G.SM_BLOCKS, G.SM_SHARED, G.REGISTER_UNIT, G.BLOCK_SHARED_RESERVE) == (
+        HOPPER.registers, HOPPER.max_threads, HOPPER.max_blocks, HOPPER.shared_bytes, HOPPER.register_unit,
+        HOPPER.reserved_shared_per_block)
+    for bits in (4, 8):
+        for m in (1, 16, 17, 32, 33, 64):
+            for c in G.CONFIGS:
+                o = occupancy(32 * G.CONFIGS[c].warps, G.estimated_registers(bits, m, c), G.shared_bytes(bits, m, c))
+                assert G.estimated_blocks_per_sm(bits, m, c) == o.blocks_per_sm >= 1, (bits, m, c)
+    if not torch.cuda.is_available():
+        assert G.blocks_per_sm(4, 8, "a") == (G.estimated_blocks_per_sm(4, 8, "a"), "estimate")
+
+
+@pytest.mark.skipif(not nv.available(), reason="needs cuda-bindings (NVRTC) and a cuda_fp16.h")
+def test_the_register_estimate_gives_ptxas_occupancy_at_small_m():
+    """At M <= 16 (where split-K matters) the estimate must give the blocks per SM that ptxas's registers give."""
+    import re
+
+    from helpers.perf.occupancy import occupancy
+
+    names = {G.kernel_name(4, 16, c): c for c in G.CONFIGS}
+    ok, log = nv.compile_log(list(names), "sm_90")
+    assert ok, log
+    found = re.findall(r"Compiling entry function '_Z7wo_gemmILi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)E.*?"
+                       r"Used (\d+) registers", log, re.S)  # each instance's template arguments and registers
+    assert len(found) == len(names), log
+    for *args, regs in found:
+        c = names[f"wo_gemm<{', '.join(args)}>"]
+        real = occupancy(32 * G.CONFIGS[c].warps, int(regs), G.shared_bytes(4, 16, c)).blocks_per_sm
+        assert G.estimated_blocks_per_sm(4, 16, c) == real, (c, regs, G.estimated_registers(4, 16, c))
+
+
+@pytest.mark.parametrize("n, k", [(4096, 4096), (11008, 4096), (4096, 11008)])
+def test_the_candidates_fill_the_resident_blocks_within_the_caps(n, k):
+    from helpers.kernels import wo_gemm_check as C
+
+    sms = 132
+    for bits in (4, 8):
+        for m in C.BATCHES:
+            got = C.candidates(bits, n, k, m, sms)
+            instances = [(G.kernel_name(bits, m, c), s) for c, s in got]
+            assert 1 <= len(got) <= C.MAX_CANDIDATES and len(set(instances)) == len(got), got
+            assert all(1 <= s <= G.most_split(k, c) <= G.MAX_SPLIT for c, s in got), got
+            assert got[0] == ("a", G.rule_split(n, k, "a", sms))  # the rule's launch stays, first
+            for c in G.CONFIGS:
+                per_sm, _ = G.blocks_per_sm(bits, m, c)
+                fill = G.fill_split(n, k, c, per_sm, sms)
+                assert (G.kernel_name(bits, m, c), fill) in instances, (bits, m, c, fill, got)
+                blocks, capacity = G.column_blocks(n, c), sms * per_sm
+                assert fill * blocks <= capacity or fill == 1
+                assert fill == G.most_split(k, c) or (fill + 1) * blocks > capacity  # no room for another slice
+    # the occupancy reaches past the two-blocks rule: config a holds more than two blocks an SM at M <= 16
+    assert G.fill_split(n, k, "a", G.estimated_blocks_per_sm(4, 8, "a"), sms) > G.rule_split(n, k, "a", sms)
+
+
+def test_the_headline_records_take_the_fastest_course_kernel_per_shape(monkeypatch):
+    from helpers.kernels import wo_gemm_check as C
+    from helpers.tools import report_store
+
+    monkeypatch.delenv("WORKBOOK_RESULTS", raising=False)
+    rows = []
+    for i, (n, k) in enumerate(C.SHAPES):
+        for kernel, scheme, us in (("cuBLAS fp16", "fp16", 40.0), ("gemm c s3 w4a16", "w4a16", 20.0),
+                                   ("gemm-2pass a s3 w4a16", "w4a16", 16.0 + i), ("tinygemm w4a16", "w4a16", 5.0),
+                                   ("gemm a s8 w8a16", "w8a16", 25.0)):
+            rows.append({"kernel": kernel, "scheme": scheme, "shape": f"{n}x{k}", "M": 8, "us": us,
+                         "lo": 0.9 * us, "hi": 1.1 * us})
+    recs = {r.name: r for r in C.headline_records(rows, 5)}
+    assert set(recs) == {"llm.gemm.w4a16_over_fp16.m8", "llm.gemm.w8a16_over_fp16.m8"}  # no M = 4 or 16 rows
+    w4 = recs["llm.gemm.w4a16_over_fp16.m8"]
+    assert w4.value == pytest.approx((40 / 16 * 40 / 17 * 40 / 18) ** (1 / 3))  # tinygemm is a peer, not ours
+    assert w4.extra["lo"] < w4.value < w4.extra["hi"] and w4.extra["command"] == C.COMMAND
+    assert w4.extra["kernels"][0].startswith("11008x4096: gemm-2pass a s3 w4a16")
+    assert recs["llm.gemm.w8a16_over_fp16.m8"].value == pytest.approx(1.6)
+    assert all(report_store.value_problem(r) is None and report_store.unit_problem(r, {}) is None
+               for r in recs.values())
+    assert not C.headline_records([r for r in rows if r["shape"] != "4096x4096"], 5)  # every shape, or nothing
+
+
+def test_the_check_writes_its_tables_and_records_and_withholds_records_after_a_failure(tmp_path, monkeypatch,
+                                                                                        capsys):
+    """main's writing path on the CPU: the GPU parts (compiling, checking, timing) planted."""
+    from helpers.kernels import wo_gemm_check as C
+    from helpers.records import load_records
+
+    monkeypatch.delenv("WORKBOOK_RESULTS", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(G, "compile_kernels", lambda names=None: None)
+    monkeypatch.setattr(G, "blocks_per_sm", lambda bits, m, c: (G.estimated_blocks_per_sm(bits, m, c), "estimate"))
+    rows = [{"kernel": kernel, "scheme": scheme, "shape": f"{n}x{k}", "M": 4, "us": us, "lo": us, "hi": us}
+            for n, k in C.SHAPES for kernel, scheme, us in (("cuBLAS fp16", "fp16", 30.0),
+                                                            ("gemm a s3 w4a16", "w4a16", 12.0))]
+    monkeypatch.setattr(C, "bench", lambda shapes, batches, rounds: rows)
+    for ok, written in ((True, {"rows.json", "pick.json", "records.json"}), (False, {"rows.json", "pick.json"})):
+        case = {"scheme": "w4a16", "shape": "64x64", "M": 4, "config": "a", "split": 1, "fused": True,
+                "error": 0.0 if ok else 1.0, "ok": ok}
+        monkeypatch.setattr(C, "check_cases", lambda shapes, batches, case=case: [case])
+        out = tmp_path / str(ok)
+        assert C.main(["--out", str(out)]) == (0 if ok else 1)
+        assert {f.name for f in out.iterdir()} == written
+        assert ("no records.json" in capsys.readouterr().out) is not ok
+    (rec,) = load_records(tmp_path / "True" / "records.json")
+    assert rec.name == "llm.gemm.w4a16_over_fp16.m4" and rec.value == pytest.approx(2.5) and rec.unit == "ratio"
 
 
 @pytest.mark.gpu

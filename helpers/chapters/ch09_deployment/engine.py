@@ -150,8 +150,9 @@ def measure(batch: int = 32, seq: int = 128, images: int = 256, torchao: bool = 
     if "bert" in stages:
         out.update(_measure_bert(batch, seq, torchao))
     if "resnet" in stages:
-        rn, errors = eb.resnet_variants(images)
+        rn, errors, tuned = eb.resnet_variants(images)
         _failed(errors)
+        out["tuned"] = out.get("tuned", []) + tuned
         out["resnet"] = _rate_rows(eb.interleaved(rn, rounds=12, inner=3), images, "images/s")
         for k, v in _parts("ResNet-50", rn, tuple(rn)).items():
             out[k] = out.get(k, []) + v
@@ -172,18 +173,17 @@ def _measure_bert(batch: int, seq: int, torchao: bool) -> Rows:
         bar.set_postfix_str(what)
 
     step("tuning the fused GEMM per shape")
-    tuned, tuned_rows = {}, []
+    tuned, engine_configs, tuned_rows = {}, {}, []
     for fmt in eb.FORMATS:
         best, rows = eb.tune(fmt)
-        tuned[fmt] = best
-        tuned_rows += [{"format": fmt, "shape": "x".join(map(str, r["shape"])), "TFLOP/s": r["tflops"],
-                        "config": list(r["config"])} for r in rows if "tflops" in r and best.get(r["shape"]) == r["config"]]
+        tuned[fmt], engine_configs[fmt] = best, eb.dispatch(best, rows)
+        tuned_rows += eb.tuned_rows(fmt, engine_configs[fmt], rows)
     bar.update()
     step("GEMMs at BERT-base shapes")
     gemm = eb.gemm_table(tuned)
     bar.update()
     step("BERT-base: building every path")
-    bert, errors = eb.bert_variants(batch, seq, tuned)
+    bert, errors = eb.bert_variants(batch, seq, engine_configs)
     _failed(errors)
     bar.update()
     step("BERT-base: interleaved rounds")
@@ -195,7 +195,7 @@ def _measure_bert(batch: int, seq: int, torchao: bool) -> Rows:
         except Exception as exc:
             raise RuntimeError(f"BERT-base path {name!r} failed when run after the others were built: {exc}") from exc
     bert_rows = _rate_rows(eb.interleaved(bert, rounds=15, inner=5), batch, "sequences/s")
-    unfused, errors = eb.bert_variants(batch, seq, tuned, paths=(UNFUSED,))  # traced only: what fusion removes
+    unfused, errors = eb.bert_variants(batch, seq, engine_configs, paths=(UNFUSED,))  # traced only: what fusion removes
     _failed(errors)
     parts = _parts("BERT-base", {**bert, **unfused}, (UNFUSED, "fp16 compiled + CUDA graph", "fp16 engine + CUDA graph",
                                                        "fp8 engine + CUDA graph", "int8 engine + CUDA graph"))
@@ -204,7 +204,7 @@ def _measure_bert(batch: int, seq: int, torchao: bool) -> Rows:
     torchao_rows: list[dict] = []
     if torchao:
         step("torchao's FP8 path, in a round of its own")
-        peers, errors = eb.bert_variants(batch, seq, tuned, paths=("torchao fp8 + CUDA graph",))
+        peers, errors = eb.bert_variants(batch, seq, engine_configs, paths=("torchao fp8 + CUDA graph",))
         _failed(errors)
         if peers:
             same = {k: bert[k] for k in ("fp16 compiled + CUDA graph", "fp8 engine + CUDA graph") if k in bert}

@@ -22,6 +22,9 @@ BERT_SHAPES = ((4096, 2304, 768), (4096, 768, 768), (4096, 3072, 768), (4096, 76
 # (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages): the candidates the tuner times for each shape
 CANDIDATES = ((128, 128, 128, 8, 8, 3), (128, 256, 128, 8, 8, 3), (128, 128, 128, 8, 4, 4), (128, 256, 64, 8, 8, 4),
               (128, 128, 64, 8, 4, 5))
+# The convolutions' candidates: BLOCK_K 64 (ResNet-50's narrowest layers have 64 input channels) and a BLOCK_N of 64
+# for its 64-channel outputs, where a 128-wide tile would compute half zeros
+CONV_CANDIDATES = ((128, 128, 64, 8, 4, 4), (128, 64, 64, 8, 4, 4), (128, 256, 64, 8, 8, 3), (256, 128, 64, 8, 8, 3))
 FORMATS = ("fp16", "fp8", "int8")  # fp16: the baseline through the same kernels
 # Each BERT shape's epilogue in the engine's forward (helpers.deploy.engine8.encoder): a configuration is tuned with
 # the epilogue it will run with, since a GELU or a residual read changes which tile shape is fastest.
@@ -64,7 +67,8 @@ def _epilogue(shape: tuple[int, int, int], fmt: str, epilogues: dict) -> dict[st
 def tune(fmt: str, shapes: tuple[tuple[int, int, int], ...] = BERT_SHAPES, candidates: tuple = CANDIDATES,
          epilogues: dict | None = None) -> tuple[dict[tuple[int, int, int], tuple[int, ...]], list[dict]]:
     """Time every candidate configuration of the fused GEMM at each shape, with that shape's epilogue (default
-    BERT_EPILOGUES); the fastest per shape, and all rows."""
+    BERT_EPILOGUES); the fastest per shape, and all rows (with, for FP8 GEMMs that feed a LayerNorm, the pair
+    timings against cuBLASLt that ``dispatch`` reads)."""
     from helpers.deploy.engine8 import kernels
 
     best, rows = {}, []
@@ -87,7 +91,92 @@ def tune(fmt: str, shapes: tuple[tuple[int, int, int], ...] = BERT_SHAPES, candi
             rows.append({"fmt": fmt, "shape": (m, n, k), "config": cfg, "us": med * 1e6,
                          "tflops": 2 * m * n * k / med / 1e12})
         best[(m, n, k)] = min(fns, key=lambda c: t.median_s(str(c)))
+        if fmt == "fp8" and "residual" in ep:  # the GEMM feeds a LayerNorm: cuBLASLt's GEMM is a candidate too
+            rows += _against_cublaslt(best, (m, n, k), a, w, scale, bias, ep)
     return best, rows
+
+
+def _against_cublaslt(best: dict, shape: tuple[int, int, int], a: torch.Tensor, w: torch.Tensor, scale: torch.Tensor,
+                      bias: torch.Tensor, ep: dict[str, Any]) -> list[dict]:
+    """The engine's fastest GEMM with its LayerNorm against cuBLASLt's FP8 GEMM with a LayerNorm that finishes its
+    epilogue (``norm.lt_gemm``), as the forward runs them: a row of each (``dispatch`` reads them)."""
+    from helpers.deploy.engine8 import kernels, norm
+
+    m, n, k = shape
+    gamma, beta, codes = torch.ones(n, device="cuda"), torch.zeros(n, device="cuda"), ("fp8", 0.05)
+    own = best[shape]
+    fns = {str(own): lambda: norm.layernorm(kernels.gemm(a, w, scale, bias=bias, config=own, **ep), gamma, beta,
+                                               1e-12, codes),
+           norm.CUBLASLT: lambda: norm.layernorm(norm.lt_gemm(a, w), gamma, beta, 1e-12, codes,
+                                                       col_scale=scale, col_bias=bias, residual=ep["residual"])}
+    t = interleaved(fns, rounds=5, inner=10, graph=True)
+    return [{"fmt": "fp8", "shape": shape, "config": c, "with": "LayerNorm", "us": t.median_s(name) * 1e6,
+             "tflops": 2 * m * n * k / t.median_s(name) / 1e12} for name, c in ((str(own), own),
+                                                                                  (norm.CUBLASLT, norm.CUBLASLT))]
+
+
+def dispatch(best: dict, rows: list[dict]) -> dict:
+    """The engine's configurations: the tuner's fastest own GEMM per shape, or ``norm.CUBLASLT`` where cuBLASLt's
+    GEMM with the LayerNorm that finishes it was measured faster than the engine's GEMM with its LayerNorm."""
+    from helpers.deploy.engine8 import norm
+
+    out = dict(best)
+    for shape, cfg in best.items():
+        pair = {r["config"]: r["us"] for r in rows if r["shape"] == shape and r.get("with") and "us" in r}
+        if norm.CUBLASLT in pair and cfg in pair and pair[norm.CUBLASLT] < pair[cfg]:
+            out[shape] = norm.CUBLASLT
+    return out
+
+
+def tuned_rows(fmt: str, best: dict, rows: list[dict]) -> list[dict]:
+    """TUNED table rows: the winner of each shape in `best` (``dispatch``'s table; timed with the LayerNorm after it
+    where cuBLASLt competed)."""
+    out = []
+    for shape, cfg in best.items():
+        mine = [r for r in rows if r["shape"] == shape and r.get("config") == cfg and "tflops" in r]
+        paired = [r for r in mine if r.get("with")]
+        for r in (paired or mine)[:1]:
+            out.append({"format": fmt, "shape": "x".join(map(str, shape)) + (" + LayerNorm" if paired else ""),
+                        "TFLOP/s": r["tflops"], "config": [cfg] if isinstance(cfg, str) else list(cfg)})
+    return out
+
+
+def tune_convs(engine: Any, x: torch.Tensor, candidates: tuple = CONV_CANDIDATES) -> tuple[dict[tuple, tuple], list[dict]]:
+    """Time every candidate configuration of each distinct convolution of one ResNet engine forward on `x`, with the
+    epilogue it runs (the engine records its launches: ``ResNetEngine.seen``); the fastest per convolution, and rows."""
+    engine.seen = []
+    with torch.inference_mode():
+        engine(x)
+    launches, engine.seen = dict(engine.seen), None
+    best, rows = {}, []
+    for key, launch in launches.items():
+        fns = {}
+        for cfg in candidates:
+            try:
+                with torch.inference_mode():
+                    launch(cfg)
+                fns[cfg] = (lambda c=cfg, f=launch: f(c))
+            except Exception as exc:  # a configuration that does not fit (shared memory, registers) is skipped
+                rows.append({"key": key, "config": cfg, "error": f"{type(exc).__name__}"})
+        if not fns:
+            continue
+        t = interleaved({str(c): f for c, f in fns.items()}, rounds=5, inner=5, graph=True)
+        best[key] = min(fns, key=lambda c: t.median_s(str(c)))
+        rows += [{"key": key, "config": c, "us": t.median_s(str(c)) * 1e6, "flop": conv_flops(key)} for c in fns]
+    return best, rows
+
+
+def conv_flops(key: tuple) -> float:
+    """2 x output pixels x Cout x R x S x C of a convolution named by its ``resnet.conv_key``."""
+    (nb, h, w, c), (cout, r, s, _), (sh, sw) = key[0], key[1], key[2]
+    return 2.0 * nb * (h // sh) * (w // sw) * cout * r * s * c
+
+
+def conv_name(key: tuple) -> str:
+    """A convolution's key in words, e.g. 'conv 3x3/2 256x56x56x128 -> 128, codes out'."""
+    (nb, h, w, c), (cout, r, s, _), (sh, _) = key[0], key[1], key[2]
+    return f"conv {r}x{s}/{sh} {nb}x{h}x{w}x{c} -> {cout}" + (" + residual" if key[3] else "") + \
+        (", codes out" if key[4] else ", FP16 out")
 
 
 def gemm_table(tuned: dict[str, dict], shapes: tuple[tuple[int, int, int], ...] = BERT_SHAPES,
@@ -232,8 +321,10 @@ def _torchao_model(m: torch.nn.Module, kind: str) -> torch.nn.Module:
     return m
 
 
-def resnet_variants(batch: int = 256, size: int = 224) -> tuple[dict[str, Callable[[], Any]], dict[str, str]]:
-    """ResNet-50 forwards: FP16 channels-last compiled in a CUDA graph, and the engine in FP16 / FP8 / INT8."""
+def resnet_variants(batch: int = 256, size: int = 224
+                    ) -> tuple[dict[str, Callable[[], Any]], dict[str, str], list[dict]]:
+    """ResNet-50 forwards: FP16 channels-last compiled in a CUDA graph, and the engine in FP16 / FP8 / INT8, each with
+    its convolutions tuned (``tune_convs``); the forwards, the failures and the tuned rows (format, conv, config)."""
     from helpers.chapters.ch09_deployment.workloads import cuda_graph
     from helpers.deploy.engine8 import resnet
     from helpers.models.resnet import image_batch, resnet50
@@ -248,11 +339,16 @@ def resnet_variants(batch: int = 256, size: int = 224) -> tuple[dict[str, Callab
         m.load_state_dict(base.state_dict())
         return m
 
+    tuned: list[dict] = []
+
     def engine(fmt: str) -> Callable[[], Any]:
         m = copy()
         with torch.inference_mode():
             eng = resnet.build(m, calib, fmt)
         m.half()
+        eng.configs, rows = tune_convs(eng, x)
+        tuned.extend({"format": fmt, "shape": conv_name(r["key"]), "TFLOP/s": r["flop"] / r["us"] / 1e6,
+                      "config": list(r["config"])} for r in rows if "us" in r and eng.configs.get(r["key"]) == r["config"])
         return _keeping(cuda_graph(lambda: eng(x)), eng)
 
     out: dict[str, Callable[[], Any]] = {}
@@ -264,4 +360,4 @@ def resnet_variants(batch: int = 256, size: int = 224) -> tuple[dict[str, Callab
         g = _try(lambda fmt=fmt: _checked(engine(fmt)), errors, f"{fmt} engine + CUDA graph")
         if g:
             out[f"{fmt} engine + CUDA graph"] = g
-    return out, errors
+    return out, errors, tuned

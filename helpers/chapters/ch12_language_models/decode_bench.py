@@ -203,6 +203,27 @@ def build_batch(shape: StackShape, batch: int, kinds: tuple[str, ...] = BATCH_KI
             "head": weights["head"], "x": rand(batch, d, scale=1.0)}
 
 
+def gemm_shapes(shape: StackShape) -> tuple[tuple[int, int], ...]:
+    """The (N, K) of a layer's four weight-only GEMMs: q|k|v, o, gate|up, down."""
+    return (3 * shape.d, shape.d), (shape.d, shape.d), (2 * shape.ffn, shape.d), (shape.d, shape.ffn)
+
+
+def measure_launches(shape: StackShape, batches: tuple[int, ...]) -> list[dict[str, Any]]:
+    """Time the tensor-core GEMM's candidate launches (config, split-K) at the stack's shapes and these batches, make
+    the fastest of each case the GEMM's dispatch table (``wo_gemm.set_table``), and return it as rows: which launch
+    every GEMM of the batched decode then runs."""
+    from helpers.kernels import wo_gemm_check
+
+    table = wo_gemm_check.measure_table(gemm_shapes(shape), batches)
+    wm.set_table(table)
+    rows = []
+    for key, row in table.items():
+        scheme, nk, m = key.split()
+        rows.append({"scheme": scheme, "shape": nk, "M": int(m[1:]), "µs": row["us"], "config": row["config"],
+                     "split": row["split"]})
+    return rows
+
+
 def _attend_batch(qkv: torch.Tensor, cache: torch.Tensor, shape: StackShape) -> torch.Tensor:
     """Each sequence's new key and value written at its cache's last position; its query attends over its cache."""
     b, dh = qkv.shape[0], shape.d // shape.heads

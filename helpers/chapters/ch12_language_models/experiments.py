@@ -120,6 +120,7 @@ def _decode_batch(layers: int = 8, batches: tuple[int, ...] = decode_bench.BATCH
     from tqdm.auto import tqdm
 
     shape = decode_bench.StackShape(layers=layers)
+    launches = decode_bench.measure_launches(shape, batches)  # dispatch by measurement, on this GPU
     rows: list[dict] = []
     weights = None
     for b in tqdm(batches, desc="batched decode: one batch size at a time", leave=False):
@@ -128,7 +129,7 @@ def _decode_batch(layers: int = 8, batches: tuple[int, ...] = decode_bench.BATCH
         rows += decode_bench.batch_tokens_per_second(m)
     del m, weights
     torch.cuda.empty_cache()
-    return {"batch": rows}
+    return {"batch": rows, "launch": launches}
 
 
 def _decode_batch_derive(rows: dict[str, list[dict]]) -> dict[str, Any]:
@@ -136,7 +137,8 @@ def _decode_batch_derive(rows: dict[str, list[dict]]) -> dict[str, Any]:
     return {"llm.decode.w4a16_over_fp16.b8": got} if got else {}
 
 
-DECODE_BATCH = Experiment("ch12.decode_batch", _decode_batch, {"batch": tables.DECODE_BATCH},
+DECODE_BATCH = Experiment("ch12.decode_batch", _decode_batch, {"batch": tables.DECODE_BATCH,
+                                                                "launch": tables.GEMM_LAUNCH},
                           headlines=("llm.decode.w4a16_over_fp16.b8",), derive=_decode_batch_derive)
 
 

@@ -90,6 +90,10 @@ DECODE = Table("ch12.decode.tokens_s", keys=("path",), value="tokens/s", unit="t
                        "context": "context"},
                spread="spread", spread_fields=SPREAD, tag="decode", legacy=_decode_legacy)
 
+GEMM_LAUNCH = Table("ch12.decode.gemm_launch", keys=("scheme", "shape", "M"), value="µs", unit="µs",
+                    fields=("config", "split"), name="{scheme}.{shape}.m{M}",
+                    example={"scheme": "w4a16", "shape": "12288x4096", "M": 8, "µs": 20.0, "config": "c", "split": 4})
+
 DECODE_BATCH = Table("ch12.decode.batch", keys=("batch", "path"), value="tokens/s", unit="tokens/s",
                      fields={"ms/step": "ms_per_step", "× FP16": "over_fp16", "layers": "layers", "context": "context"},
                      spread="spread", spread_fields=SPREAD, name="b{batch}.{path}",

@@ -12,6 +12,10 @@ own kernels in ``helpers.deploy.engine8.kernels``):
     h2   = gemm(f8, W2) + b + x1
     x, x8 = layernorm(h2)
 
+Where a GEMM's output goes to a LayerNorm (h and h2), the tuner also times NVIDIA's cuBLASLt FP8 GEMM
+(``norm.lt_gemm``) with a LayerNorm that adds the scale, bias and residual itself, and the engine takes that
+pair for a shape where it measured faster (dispatch by measurement: ``configs[shape] == norm.CUBLASLT``).
+
 The GELU is its tanh approximation (``kernels.ACTS['gelu_tanh']``, as TensorRT's BERT plugins and FasterTransformer
 compute it): within 4.8e-4 of BERT's erf GELU, far below one 8-bit step. In a probe on an H100 (2026-12-06, CUDA
 graphs, 9 interleaved rounds; ``../shared/FACTS.md``) it took ffn1's FP8 GEMM from 38.0 to 28.7 µs at the same tile
@@ -35,7 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from helpers.deploy.engine8 import attention, formats, kernels
+from helpers.deploy.engine8 import attention, formats, kernels, norm
 from helpers.errors import InputError
 
 GELU = "gelu_tanh"  # the feed-forward activation the engine computes (kernels.ACTS)
@@ -124,13 +128,23 @@ class EncoderEngine:
         return kernels.gemm(a, lin.w, lin.scale, bias=lin.bias,
                             config=self.configs.get((a.shape[0], lin.w.shape[0], a.shape[1])), **kw)
 
+    def _gemm_norm(self, a: torch.Tensor, lin: QLinear, residual: torch.Tensor,
+                   ln: tuple[torch.Tensor, torch.Tensor, float], out: tuple[str, float] | None) -> Any:
+        """LayerNorm(gemm(a) + bias + residual), and its codes: the bias and residual in the engine's GEMM epilogue,
+        or, where the tuner measured cuBLASLt's GEMM and a LayerNorm that finishes its epilogue faster for this
+        shape (``norm.CUBLASLT``), there."""
+        if self.configs.get((a.shape[0], lin.w.shape[0], a.shape[1])) == norm.CUBLASLT:
+            return norm.layernorm(norm.lt_gemm(a, lin.w), *ln, out=out, col_scale=lin.scale, col_bias=lin.bias,
+                                  residual=residual)
+        return norm.layernorm(self._gemm(a, lin, residual=residual), *ln, out=out)
+
     def _codes(self, scale: float | None) -> tuple[str, float] | None:
         """The output quantization for the next layer (None: write FP16 only, as the FP16 baseline always does)."""
         return None if scale is None or self.fmt.kind == 0 else (self.fmt.name, scale)
 
     def _quantize(self, x: torch.Tensor, scale: float) -> torch.Tensor:
         """x's codes for the next GEMM (the FP16 baseline passes x on)."""
-        return x if self.fmt.kind == 0 else kernels.quantize(x, (self.fmt.name, scale))
+        return x if self.fmt.kind == 0 else norm.quantize(x, (self.fmt.name, scale))
 
     @staticmethod
     def _pair(res: Any, want_codes: bool) -> tuple[torch.Tensor, torch.Tensor]:
@@ -156,12 +170,10 @@ class EncoderEngine:
         for i, lay in enumerate(self.layers):
             qkv = self._gemm(q, lay.qkv)
             c8 = self._quantize(self.attention(qkv, batch, lay.heads), lay.out.s_in)
-            h = self._gemm(c8, lay.out, residual=x2)
-            x1, q1 = self._pair(kernels.layernorm(h, *lay.ln1, out=self._codes(lay.ffn1.s_in)), codes)
+            x1, q1 = self._pair(self._gemm_norm(c8, lay.out, x2, lay.ln1, self._codes(lay.ffn1.s_in)), codes)
             f8 = self._gemm(q1, lay.ffn1, act=GELU, out=self._codes(lay.ffn2.s_in), fp16=not codes)
-            h2 = self._gemm(f8, lay.ffn2, residual=x1)
             nxt = self.layers[i + 1].qkv.s_in if i + 1 < len(self.layers) else None
-            x2, q = self._pair(kernels.layernorm(h2, *lay.ln2, out=self._codes(nxt)), codes and nxt is not None)
+            x2, q = self._pair(self._gemm_norm(f8, lay.ffn2, x1, lay.ln2, self._codes(nxt)), codes and nxt is not None)
         return self.back(x2.view(batch, seq, d).to(next(self.model.parameters()).dtype))
 
 

@@ -1,4 +1,5 @@
-"""The engine's Triton kernels: an 8-bit GEMM and an 8-bit convolution with the epilogue fused, LayerNorm + quantize.
+"""The engine's Triton kernels: an 8-bit GEMM and an 8-bit convolution with the epilogue fused (the row-wise
+LayerNorm + quantize are in ``helpers.deploy.engine8.norm``).
 
 Each kernel reads 8-bit codes, multiplies on the tensor cores (FP8 e4m3 or INT8, FP32/INT32 accumulation) and
 finishes in registers before anything is written: ``y = acc * scale[n] + bias[n] (+ residual) -> activation``, then
@@ -8,7 +9,7 @@ memory.
 
     y = gemm(a, w, scale, bias=b, act="gelu", out=("fp8", s_next))         # (M, K) x (N, K)ᵀ
     y, q = conv(x, w, scale, bias=b, residual=r, act="relu", fp16=True, out=("fp8", s_next), stride=2, pad=1)
-    y, q = layernorm(h, gamma, beta, eps, out=("fp8", s_next))
+    q = conv(x, w, scale, residual=x8, residual_scale=s_x, act="relu", out=("int8", s_next))   # an 8-bit skip
 
 Every function runs the Triton kernel on a CUDA tensor and the exact PyTorch reference (``*_reference``) elsewhere,
 so the engine computes the same function on the CPU, only slower. Launches go to torch's current stream (a CUDA
@@ -67,13 +68,15 @@ def activation(y: torch.Tensor, act: str) -> torch.Tensor:
 
 
 def epilogue_reference(acc: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None, residual: torch.Tensor | None,
-                       act: str, fp16: bool, out: tuple[str, float] | None) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-    """The fused epilogue in PyTorch, in the kernels' order: scale, bias, residual, activation, then FP16 and codes."""
+                       act: str, fp16: bool, out: tuple[str, float] | None,
+                       residual_scale: float | None = None) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """The fused epilogue in PyTorch, in the kernels' order: scale, bias, residual (FP16, or codes times
+    `residual_scale`), activation, then FP16 and codes."""
     y = acc.float() * scale.float()
     if bias is not None:
         y = y + bias.float()
     if residual is not None:
-        y = y + residual.float()
+        y = y + (residual.float() if residual_scale is None else residual.float() * residual_scale)
     y = activation(y, act)
     q = None
     if out is not None:
@@ -99,10 +102,11 @@ def _exact_products(a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 if triton is not None:
 
     @triton.jit
-    def _finish(acc, rm, rn, M, N, scale_ptr, bias_ptr, res_ptr, y_ptr, q_ptr, out_mul,
-                HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr, ACT: tl.constexpr, WRITE_Y: tl.constexpr,
-                OUT_KIND: tl.constexpr):
-        """The fused epilogue on one (BLOCK_M, BLOCK_N) tile: scale, bias, residual, activation, FP16 and/or codes."""
+    def _finish(acc, rm, rn, M, N, scale_ptr, bias_ptr, res_ptr, y_ptr, q_ptr, out_mul, res_mul,
+                HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr, RES_CODES: tl.constexpr, ACT: tl.constexpr,
+                WRITE_Y: tl.constexpr, OUT_KIND: tl.constexpr):
+        """The fused epilogue on one (BLOCK_M, BLOCK_N) tile: scale, bias, residual (FP16, or 8-bit codes times
+        res_mul), activation, FP16 and/or codes."""
         nmask = rn < N
         mask = (rm[:, None] < M) & nmask[None, :]
         y = acc.to(tl.float32) * tl.load(scale_ptr + rn, mask=nmask, other=0.0)[None, :]
@@ -110,7 +114,10 @@ if triton is not None:
             y += tl.load(bias_ptr + rn, mask=nmask, other=0.0)[None, :]
         offs = rm[:, None] * N + rn[None, :]
         if HAS_RES:
-            y += tl.load(res_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+            r = tl.load(res_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+            if RES_CODES:
+                r = r * res_mul
+            y += r
         if ACT == 1:
             y = tl.maximum(y, 0.0)
         if ACT == 2:
@@ -163,8 +170,9 @@ if triton is not None:
         return pid_m * BLOCK_M + tl.arange(0, BLOCK_M), pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
 
     @triton.jit
-    def _gemm_kernel(a_ptr, w_ptr, y_ptr, q_ptr, scale_ptr, bias_ptr, res_ptr, M, N, K, out_mul,
-                     HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr, ACT: tl.constexpr, WRITE_Y: tl.constexpr,
+    def _gemm_kernel(a_ptr, w_ptr, y_ptr, q_ptr, scale_ptr, bias_ptr, res_ptr, M, N, K, out_mul, res_mul,
+                     HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr, RES_CODES: tl.constexpr, ACT: tl.constexpr,
+                     WRITE_Y: tl.constexpr,
                      OUT_KIND: tl.constexpr, INT_ACC: tl.constexpr, EVEN_K: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
         """Y = epilogue(A (M, K) @ W (N, K)ᵀ), both row-major 8-bit codes (K-major, as the tensor cores want)."""
@@ -182,14 +190,15 @@ if triton is not None:
                            tl.load(b, mask=rk[:, None] < left, other=0.0), acc, INT_ACC)
             a += BLOCK_K
             b += BLOCK_K
-        _finish(acc, rm, rn, M, N, scale_ptr, bias_ptr, res_ptr, y_ptr, q_ptr, out_mul,
-                HAS_BIAS, HAS_RES, ACT, WRITE_Y, OUT_KIND)
+        _finish(acc, rm, rn, M, N, scale_ptr, bias_ptr, res_ptr, y_ptr, q_ptr, out_mul, res_mul,
+                HAS_BIAS, HAS_RES, RES_CODES, ACT, WRITE_Y, OUT_KIND)
 
     @triton.jit
     def _conv_kernel(x_ptr, w_ptr, y_ptr, q_ptr, scale_ptr, bias_ptr, res_ptr, NB, H, W, C, HO, WO, COUT, out_mul,
+                     res_mul,
                      R: tl.constexpr, S: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr, PH: tl.constexpr, PW: tl.constexpr,
-                     HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr, ACT: tl.constexpr, WRITE_Y: tl.constexpr,
-                     OUT_KIND: tl.constexpr, INT_ACC: tl.constexpr,
+                     HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr, RES_CODES: tl.constexpr, ACT: tl.constexpr,
+                     WRITE_Y: tl.constexpr, OUT_KIND: tl.constexpr, INT_ACC: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
         """Implicit-GEMM convolution, NHWC codes: rows are output pixels, K runs over (r, s, channel)."""
         M = NB * HO * WO
@@ -212,33 +221,8 @@ if triton is not None:
             b = tl.load(w_ptr + rn[None, :] * (R * S * C) + (rs * C + c)[:, None],
                         mask=(c < C)[:, None] & (rn < COUT)[None, :], other=0.0)
             acc = _mma(a, b, acc, INT_ACC)
-        _finish(acc, rm, rn, M, COUT, scale_ptr, bias_ptr, res_ptr, y_ptr, q_ptr, out_mul,
-                HAS_BIAS, HAS_RES, ACT, WRITE_Y, OUT_KIND)
-
-    @triton.jit
-    def _layernorm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, q_ptr, M, N, eps, out_mul, OUT_KIND: tl.constexpr,
-                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-        """LayerNorm of BLOCK_M rows of FP16 x; writes FP16 y and its 8-bit codes in the same pass."""
-        rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-        rn = tl.arange(0, BLOCK_N)
-        mask = (rm[:, None] < M) & (rn[None, :] < N)
-        offs = rm[:, None] * N + rn[None, :]
-        x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-        mean = tl.sum(x, axis=1) / N
-        d = tl.where(mask, x - mean[:, None], 0.0)
-        rstd = 1.0 / tl.sqrt(tl.sum(d * d, axis=1) / N + eps)
-        y = d * rstd[:, None] * tl.load(w_ptr + rn, mask=rn < N, other=0.0)[None, :] \
-            + tl.load(b_ptr + rn, mask=rn < N, other=0.0)[None, :]
-        tl.store(y_ptr + offs, y.to(tl.float16), mask=mask)
-        _store_codes(q_ptr + offs, y * out_mul, mask, OUT_KIND)
-
-    @triton.jit
-    def _quantize_kernel(x_ptr, q_ptr, n, out_mul, OUT_KIND: tl.constexpr, BLOCK: tl.constexpr):
-        """Codes of a flat FP16 tensor with one scale."""
-        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        y = tl.load(x_ptr + i, mask=i < n, other=0.0).to(tl.float32) * out_mul
-        _store_codes(q_ptr + i, y, i < n, OUT_KIND)
-
+        _finish(acc, rm, rn, M, COUT, scale_ptr, bias_ptr, res_ptr, y_ptr, q_ptr, out_mul, res_mul,
+                HAS_BIAS, HAS_RES, RES_CODES, ACT, WRITE_Y, OUT_KIND)
 
 def _outputs(shape: tuple[int, ...], device: torch.device, fp16: bool, out: tuple[str, float] | None) -> tuple[Any, Any]:
     """Empty FP16 and code tensors for a kernel's results (None where not asked for)."""
@@ -252,6 +236,28 @@ def _result(y: Any, q: Any) -> Any:
     return (y, q) if y is not None and q is not None else (y if y is not None else q)
 
 
+def _residual_spec(residual: torch.Tensor | None, residual_scale: float | None) -> tuple[bool, float]:
+    """(residual is 8-bit codes, their scale) — or (False, 1.0) for an FP16 residual or none; an InputError when a
+    residual's kind and its scale disagree."""
+    if residual is None:
+        return False, 1.0
+    codes = residual.dtype in (torch.float8_e4m3fn, torch.int8)
+    if codes != (residual_scale is not None) or (not codes and residual.dtype != torch.float16):
+        raise InputError(f"a residual is FP16 (no residual_scale) or 8-bit codes with their residual_scale, got "
+                         f"{residual.dtype} with residual_scale={residual_scale!r}.")
+    return codes, 1.0 if residual_scale is None else float(residual_scale)
+
+
+def _config(config: Any) -> tuple[int, ...]:
+    """A kernel configuration (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages), DEFAULT_CONFIG for None."""
+    if config is None:
+        return DEFAULT_CONFIG
+    if isinstance(config, str) or len(config) != 6 or not all(isinstance(v, int) for v in config):
+        raise InputError(f"a kernel configuration is six whole numbers (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, warps, "
+                         f"stages), got {config!r}; a library GEMM ('cuBLASLt') runs through norm.lt_gemm instead.")
+    return tuple(config)
+
+
 def _launch_args(scale: torch.Tensor, bias: torch.Tensor | None, residual: torch.Tensor | None,
                  y: Any, q: Any) -> tuple[Any, ...]:
     """Pointer arguments, with a harmless stand-in for the ones a flag switches off."""
@@ -260,12 +266,13 @@ def _launch_args(scale: torch.Tensor, bias: torch.Tensor | None, residual: torch
 
 
 def gemm(a: torch.Tensor, w: torch.Tensor, scale: torch.Tensor, *, bias: torch.Tensor | None = None,
-         residual: torch.Tensor | None = None, act: str = "none", fp16: bool | None = None,
-         out: tuple[str, float] | None = None, config: tuple[int, ...] | None = None) -> Any:
+         residual: torch.Tensor | None = None, residual_scale: float | None = None, act: str = "none",
+         fp16: bool | None = None, out: tuple[str, float] | None = None, config: tuple[int, ...] | None = None) -> Any:
     """epilogue(a (M, K) @ w (N, K)ᵀ): 8-bit codes in; FP16 and/or the next layer's codes out (see the module doc).
 
-    `scale` (N,) float32 is s_a * s_w[n]; `bias` (N,) float32; `residual` (M, N) FP16; `out` = (format, scale) of
-    the codes to write; `fp16` (default: when no codes are asked for) writes the FP16 result too.
+    `scale` (N,) float32 is s_a * s_w[n]; `bias` (N,) float32; `residual` (M, N) FP16, or 8-bit codes read as
+    codes * `residual_scale`; `out` = (format, scale) of the codes to write; `fp16` (default: when no codes are
+    asked for) writes the FP16 result too.
     """
     _check_codes(a, w, "gemm")
     if a.dim() != 2 or w.dim() != 2 or a.shape[1] != w.shape[1]:
@@ -275,15 +282,17 @@ def gemm(a: torch.Tensor, w: torch.Tensor, scale: torch.Tensor, *, bias: torch.T
     m, k = a.shape
     n = w.shape[0]
     fp16 = out is None if fp16 is None else fp16
+    res_codes, res_mul = _residual_spec(residual, residual_scale)
+    bm, bn, bk, gm, warps, stages = _config(config)
     if not triton_ready(a):
-        y, q = epilogue_reference(_exact_products(a, w), scale, bias, residual, act, fp16, out)
+        y, q = epilogue_reference(_exact_products(a, w), scale, bias, residual, act, fp16, out, residual_scale)
         return _result(y, q)
     kind, mul = _out_spec(out)
     y, q = _outputs((m, n), a.device, fp16, out)
-    bm, bn, bk, gm, warps, stages = config or DEFAULT_CONFIG
     grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn),)
-    _gemm_kernel[grid](a, w, *_launch_args(scale, bias, residual, y, q), m, n, k, mul,
-                       HAS_BIAS=bias is not None, HAS_RES=residual is not None, ACT=ACTS[act], WRITE_Y=fp16,
+    _gemm_kernel[grid](a, w, *_launch_args(scale, bias, residual, y, q), m, n, k, mul, res_mul,
+                       HAS_BIAS=bias is not None, HAS_RES=residual is not None, RES_CODES=res_codes, ACT=ACTS[act],
+                       WRITE_Y=fp16,
                        OUT_KIND=kind, INT_ACC=a.dtype == torch.int8, EVEN_K=k % bk == 0,
                        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=gm, num_warps=warps, num_stages=stages)
     return _result(y, q)
@@ -291,9 +300,11 @@ def gemm(a: torch.Tensor, w: torch.Tensor, scale: torch.Tensor, *, bias: torch.T
 
 def conv(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor, *, stride: int | tuple[int, int] = 1,
          pad: int | tuple[int, int] = 0,
-         bias: torch.Tensor | None = None, residual: torch.Tensor | None = None, act: str = "none",
-         fp16: bool | None = None, out: tuple[str, float] | None = None, config: tuple[int, ...] | None = None) -> Any:
-    """epilogue(conv2d(x, w)) on NHWC codes: x (N, H, W, C), w (Cout, R, S, C); residual (N, Ho, Wo, Cout) FP16.
+         bias: torch.Tensor | None = None, residual: torch.Tensor | None = None, residual_scale: float | None = None,
+         act: str = "none", fp16: bool | None = None, out: tuple[str, float] | None = None,
+         config: tuple[int, ...] | None = None) -> Any:
+    """epilogue(conv2d(x, w)) on NHWC codes: x (N, H, W, C), w (Cout, R, S, C); residual (N, Ho, Wo, Cout) FP16,
+    or codes read as codes * `residual_scale`.
 
     `stride` and `pad` are one number or (height, width) pairs: a 1-D convolution is H = R = 1, stride (1, s).
     """
@@ -306,58 +317,25 @@ def conv(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor, *, stride: int |
     cout, r, s, _ = w.shape
     ho, wo = (h + 2 * ph - r) // sh + 1, (wd + 2 * pw - s) // sw + 1
     fp16 = out is None if fp16 is None else fp16
+    res_codes, res_mul = _residual_spec(residual, residual_scale)
+    bm, bn, bk, gm, warps, stages = _config(config)
     if not triton_ready(x):
         acc = F.conv2d(x.permute(0, 3, 1, 2).double(), w.permute(0, 3, 1, 2).double(), stride=(sh, sw), padding=(ph, pw))
         acc = acc.permute(0, 2, 3, 1).reshape(-1, cout)
         acc = acc.round().to(torch.int32) if x.dtype == torch.int8 else acc.float()
         res = None if residual is None else residual.reshape(-1, cout)
-        y, q = epilogue_reference(acc, scale, bias, res, act, fp16, out)
+        y, q = epilogue_reference(acc, scale, bias, res, act, fp16, out, residual_scale)
         shape = (nb, ho, wo, cout)
         return _result(None if y is None else y.reshape(shape), None if q is None else q.reshape(shape))
     kind, mul = _out_spec(out)
     y, q = _outputs((nb, ho, wo, cout), x.device, fp16, out)
-    bm, bn, bk, gm, warps, stages = config or DEFAULT_CONFIG
     bk = min(bk, max(32, triton.next_power_of_2(c)))
     grid = (triton.cdiv(nb * ho * wo, bm) * triton.cdiv(cout, bn),)
-    _conv_kernel[grid](x, w, *_launch_args(scale, bias, residual, y, q), nb, h, wd, c, ho, wo, cout, mul,
+    _conv_kernel[grid](x, w, *_launch_args(scale, bias, residual, y, q), nb, h, wd, c, ho, wo, cout, mul, res_mul,
                        R=r, S=s, SH=sh, SW=sw, PH=ph, PW=pw, HAS_BIAS=bias is not None, HAS_RES=residual is not None,
-                       ACT=ACTS[act], WRITE_Y=fp16, OUT_KIND=kind, INT_ACC=x.dtype == torch.int8,
+                       RES_CODES=res_codes, ACT=ACTS[act], WRITE_Y=fp16, OUT_KIND=kind, INT_ACC=x.dtype == torch.int8,
                        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=gm, num_warps=warps, num_stages=stages)
     return _result(y, q)
-
-
-def layernorm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float,
-              out: tuple[str, float] | None) -> Any:
-    """LayerNorm over the last axis of FP16 x (M, N): FP16 y, and its codes when `out` is given, in one pass."""
-    if x.dim() != 2 or x.dtype != torch.float16:
-        raise InputError(f"layernorm takes FP16 rows (M, N), got {x.dtype} {tuple(x.shape)}.")
-    if not triton_ready(x):
-        y = F.layer_norm(x.float(), (x.shape[1],), weight.float(), bias.float(), eps)
-        q = None
-        if out is not None:
-            fmt = formats.get(out[0])
-            q = fmt.saturate(y * fmt.inverse(out[1]))
-        return _result(y.half(), q)
-    m, n = x.shape
-    kind, mul = _out_spec(out)
-    y, q = _outputs((m, n), x.device, True, out)
-    block_n = triton.next_power_of_2(n)
-    block_m = max(1, 4096 // block_n)
-    _layernorm_kernel[(triton.cdiv(m, block_m),)](x, weight, bias, y, q if q is not None else y, m, n, float(eps), mul,
-                                                 OUT_KIND=kind, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=4)
-    return _result(y, q)
-
-
-def quantize(x: torch.Tensor, out: tuple[str, float]) -> torch.Tensor:
-    """Codes of FP16 x with one scale: out = (format, scale)."""
-    fmt = formats.get(out[0])
-    if not triton_ready(x):
-        return fmt.quantize(x, out[1])
-    xc = x.contiguous()
-    q = torch.empty(xc.shape, dtype=fmt.dtype, device=x.device)
-    n = xc.numel()
-    _quantize_kernel[(triton.cdiv(n, 4096),)](xc, q, n, float(fmt.inverse(out[1])), OUT_KIND=fmt.kind, BLOCK=4096)
-    return q
 
 
 def gemm_flops(m: int, n: int, k: int) -> float:

@@ -1,13 +1,18 @@
 """A ResNet (ResNet-50, or the course's small trained 1-D ResNet) as an 8-bit inference engine on NHWC codes.
 
 BatchNorm is folded into each convolution (a per-channel scale on the weight and a bias), every convolution after
-the stem is one ``kernels.conv`` launch whose epilogue adds the bias, the residual and the ReLU and writes the next
-convolution's codes, so a bottleneck block is three or four kernels and its activations cross memory in 8 bits:
+the stem is one ``kernels.conv`` launch (a 1×1 convolution of stride 1 is the GEMM it is: ``kernels.gemm`` on the
+pixels as rows) whose epilogue adds the bias, the residual and the ReLU and writes the next convolution's codes,
+so a bottleneck block is three or four kernels and its activations cross memory in 8 bits only:
 
     o1 = conv1x1(x8) -> ReLU -> 8-bit         o2 = conv3x3(o1, stride) -> ReLU -> 8-bit
-    skip = x (FP16) or conv1x1(x8, stride)    y, y8 = conv1x1(o2) + skip -> ReLU -> FP16 and 8-bit
+    skip = x8 * s_x or conv1x1(x8, stride)    y8 = conv1x1(o2) + skip -> ReLU -> 8-bit (FP16 after the last block)
 
-The stem (3 input channels: too few for 8-bit tensor cores), the pooling and the classifier stay in FP16.
+The identity path reads the block input's own codes (the ones its first convolution reads) times their scale, as
+TensorRT's INT8 residual add does: the block's output is written once, in 8 bits, and no FP16 copy of it crosses
+memory. The projection path (first block of a stage) stays FP16. The stem (3 input channels: too few for 8-bit
+tensor cores), the pooling and the classifier stay in FP16. ``configs`` maps a convolution's shape to the kernel
+configuration measured fastest for it (``helpers.chapters.ch09_deployment.engine_bench.tune_convs``).
 ``build(model, calib, fmt)`` calibrates with the course's calibrator and returns a ``ResNetEngine``; on the CPU it
 runs the kernels' exact references (the engine's fake-quant twin).
 
@@ -23,7 +28,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from helpers.deploy.engine8 import formats, kernels
+from helpers.deploy.engine8 import formats, kernels, norm
 from helpers.errors import InputError
 
 
@@ -94,6 +99,15 @@ class ResNetEngine:
     def __init__(self, model: nn.Module, blocks: list[QBlock], names: list[str], fmt: formats.Format):
         self.model, self.blocks, self.names, self.fmt = model, blocks, names, fmt
         self.one_d = isinstance(getattr(model, "conv1", None) or model.stem[0], nn.Conv1d)
+        self.configs: dict[tuple, tuple[int, ...]] = {}  # conv_key -> tuned kernel configuration
+        self.seen: list[tuple[tuple, Any]] | None = None  # (conv_key, a replay of that launch) while a tuner listens
+
+    def conv(self, x: torch.Tensor, c: QConv, **kw: Any) -> Any:
+        """One fused convolution with its tuned configuration; a 1×1 convolution of stride 1 runs as a GEMM."""
+        key = conv_key(x, c, kw)
+        if self.seen is not None:
+            self.seen.append((key, lambda config, x=x, c=c, kw=dict(kw): _launch(x, c, config, kw)))
+        return _launch(x, c, self.configs.get(key), kw)
 
     def stem(self, x: torch.Tensor) -> torch.Tensor:
         """The float stem, NHWC FP16 out."""
@@ -113,21 +127,38 @@ class ResNetEngine:
         """Class logits."""
         h = self.stem(x.to(next(self.model.parameters()).dtype))
         codes = self.fmt.kind != 0
-        q = kernels.quantize(h, (self.fmt.name, self.blocks[0].convs[0].s_in)) if codes else h
+        q = norm.quantize(h, (self.fmt.name, self.blocks[0].convs[0].s_in)) if codes else h
         for i, blk in enumerate(self.blocks):
             o = q
             for j, c in enumerate(blk.convs[:-1]):
-                o = kernels.conv(o, c.w, c.scale, stride=c.stride, pad=c.pad, bias=c.bias, act="relu",
-                                 out=self._codes(blk.convs[j + 1].s_in), fp16=not codes)
-            skip = h if blk.skip is None else kernels.conv(q, blk.skip.w, blk.skip.scale, stride=blk.skip.stride,
-                                                           pad=blk.skip.pad, bias=blk.skip.bias, fp16=True)
-            last = blk.convs[-1]
+                o = self.conv(o, c, bias=c.bias, act="relu", out=self._codes(blk.convs[j + 1].s_in), fp16=not codes)
+            if blk.skip is not None:  # the projection: FP16 out
+                skip = {"residual": self.conv(q, blk.skip, bias=blk.skip.bias, fp16=True)}
+            else:  # the identity: the block input's codes and scale (FP16 in the FP16 baseline)
+                skip = {"residual": q, "residual_scale": blk.convs[0].s_in if codes else None}
             nxt = self.blocks[i + 1].convs[0].s_in if i + 1 < len(self.blocks) else None
-            res = kernels.conv(o, last.w, last.scale, stride=last.stride, pad=last.pad, bias=last.bias,
-                               residual=skip, act="relu", fp16=True, out=self._codes(nxt))
-            h, q = res if codes and nxt is not None else (res, res)
-        pooled = h.float().mean(dim=(1, 2)).to(next(self.model.parameters()).dtype)
+            q = self.conv(o, blk.convs[-1], bias=blk.convs[-1].bias, act="relu", **skip, out=self._codes(nxt),
+                          fp16=not codes or nxt is None)
+        pooled = q.float().mean(dim=(1, 2)).to(next(self.model.parameters()).dtype)
         return self.model.fc(pooled)
+
+
+def conv_key(x: torch.Tensor, c: QConv, kw: dict[str, Any]) -> tuple:
+    """What a tuned configuration is for: input shape, weight shape, stride, and which epilogue runs."""
+    return (tuple(x.shape), tuple(c.w.shape), c.stride, kw.get("residual") is not None, kw.get("out") is not None)
+
+
+def _launch(x: torch.Tensor, c: QConv, config: tuple[int, ...] | None, kw: dict[str, Any]) -> Any:
+    """kernels.conv, or kernels.gemm on the pixels as rows for a 1×1 convolution of stride 1 without padding."""
+    cout, r, s, ch = c.w.shape
+    if (r, s) != (1, 1) or c.stride != (1, 1) or c.pad != (0, 0):
+        return kernels.conv(x, c.w, c.scale, stride=c.stride, pad=c.pad, config=config, **kw)
+    kw = dict(kw)
+    if kw.get("residual") is not None:
+        kw["residual"] = kw["residual"].reshape(-1, cout)
+    res = kernels.gemm(x.reshape(-1, ch), c.w.reshape(cout, ch), c.scale, config=config, **kw)
+    shape = (*x.shape[:3], cout)
+    return tuple(t.reshape(shape) for t in res) if isinstance(res, tuple) else res.reshape(shape)
 
 
 def build(model: nn.Module, calib: Iterable[Any], fmt: str = "fp8", method: str | None = None) -> ResNetEngine:
