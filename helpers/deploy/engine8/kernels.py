@@ -224,6 +224,7 @@ if triton is not None:
         _finish(acc, rm, rn, M, COUT, scale_ptr, bias_ptr, res_ptr, y_ptr, q_ptr, out_mul, res_mul,
                 HAS_BIAS, HAS_RES, RES_CODES, ACT, WRITE_Y, OUT_KIND)
 
+
 def _outputs(shape: tuple[int, ...], device: torch.device, fp16: bool, out: tuple[str, float] | None) -> tuple[Any, Any]:
     """Empty FP16 and code tensors for a kernel's results (None where not asked for)."""
     y = torch.empty(shape, dtype=torch.float16, device=device) if fp16 else None

@@ -105,8 +105,9 @@ def layernorm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: fl
     return _result(y, q)
 
 
-# (rows a program, warps) the LayerNorm may launch with; the first call at a new shape times them all
-LN_SHAPES = ((4096, 4), (4096, 8), (2048, 4), (8192, 8), (1024, 2))  # (elements a program, warps)
+# (elements a program, warps) the LayerNorm may launch with (rows a program = elements // the row's padded width);
+# the first call at a new shape times them all
+LN_SHAPES = ((4096, 4), (4096, 8), (2048, 4), (8192, 8), (1024, 2))
 _LN_PICKED: dict[tuple, tuple[int, int]] = {}
 
 
@@ -152,6 +153,9 @@ def lt_gemm(a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         return _exact_products(a, w).to(torch.bfloat16)
     one = _ONES.get(a.device)
     if one is None:
+        if torch.cuda.is_current_stream_capturing():  # a tensor made during capture holds nothing until a replay
+            raise InputError("lt_gemm's first call on a device must come before a CUDA-graph capture; call it once "
+                             "outside the capture (a warm-up) first.")
         one = _ONES[a.device] = torch.ones((), device=a.device)
     return torch._scaled_mm(a, w.t(), one, one, out_dtype=torch.bfloat16)
 

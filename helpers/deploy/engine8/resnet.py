@@ -144,8 +144,10 @@ class ResNetEngine:
 
 
 def conv_key(x: torch.Tensor, c: QConv, kw: dict[str, Any]) -> tuple:
-    """What a tuned configuration is for: input shape, weight shape, stride, and which epilogue runs."""
-    return (tuple(x.shape), tuple(c.w.shape), c.stride, kw.get("residual") is not None, kw.get("out") is not None)
+    """What a tuned configuration is for: input shape, weight shape, stride, and which epilogue runs (whether it reads
+    a residual, whether that residual is 8-bit codes, whether it writes codes)."""
+    return (tuple(x.shape), tuple(c.w.shape), c.stride, kw.get("residual") is not None,
+            kw.get("out") is not None, kw.get("residual_scale") is not None)
 
 
 def _launch(x: torch.Tensor, c: QConv, config: tuple[int, ...] | None, kw: dict[str, Any]) -> Any:
@@ -184,6 +186,7 @@ def build(model: nn.Module, calib: Iterable[Any], fmt: str = "fp8", method: str 
 
 
 def conv_count(engine: ResNetEngine) -> dict[str, int]:
-    """How many 8-bit convolution kernels one forward launches, and how many of them carry a fused residual."""
+    """How many 8-bit convolutions one forward launches (kernels.conv, or kernels.gemm for a 1×1 of stride 1), and how
+    many of them carry a fused residual."""
     return {"8-bit convolutions": sum(len(b.convs) + (b.skip is not None) for b in engine.blocks),
             "with residual + ReLU fused": len(engine.blocks)}
