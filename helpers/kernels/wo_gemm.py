@@ -146,15 +146,17 @@ def use_table(path: str | Path) -> int:
     except (OSError, ValueError) as err:
         raise InputError(f"cannot read the measured table {path}: {err}; write it with "
                          "python -m helpers.kernels.wo_gemm_check --out DIR.") from None
-    return set_table(rows)
+    set_table(rows)
+    return len(rows)
 
 
-def set_table(rows: dict[str, dict]) -> int:
+def set_table(rows: dict[str, dict]) -> dict[str, dict]:
     """Dispatch by this measured table from now on ({table_key: {'config', 'split', ...}}, as
-    ``wo_gemm_check.measure_table`` returns it); how many cases it holds."""
+    ``wo_gemm_check.measure_table`` returns it); the table in use before, to put back with set_table."""
+    before = dict(_TABLE)
     _TABLE.clear()
     _TABLE.update(rows)
-    return len(rows)
+    return before
 
 
 @functools.cache

@@ -283,3 +283,13 @@ def test_the_check_says_when_there_is_no_gpu_and_refuses_bad_options(capsys, mon
     assert "needs a CUDA GPU" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         C.main(["--rounds", "1", "--selftest"])
+
+
+def test_a_dispatch_table_is_put_back_by_whoever_replaced_it():
+    key = G.table_key("w4a16", 64, 64, 2)
+    G.set_table({key: {"config": "a", "split": 1}})
+    before = G.set_table({key: {"config": "b", "split": 2}})
+    assert G.pick("w4a16", 64, 64, 2) == ("b", 2)
+    G.set_table(before)
+    assert G.pick("w4a16", 64, 64, 2) == ("a", 1)
+    G.set_table({})

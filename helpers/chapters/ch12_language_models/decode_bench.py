@@ -208,20 +208,19 @@ def gemm_shapes(shape: StackShape) -> tuple[tuple[int, int], ...]:
     return (3 * shape.d, shape.d), (shape.d, shape.d), (2 * shape.ffn, shape.d), (shape.d, shape.ffn)
 
 
-def measure_launches(shape: StackShape, batches: tuple[int, ...]) -> list[dict[str, Any]]:
-    """Time the tensor-core GEMM's candidate launches (config, split-K) at the stack's shapes and these batches, make
-    the fastest of each case the GEMM's dispatch table (``wo_gemm.set_table``), and return it as rows: which launch
-    every GEMM of the batched decode then runs."""
+def measure_launches(shape: StackShape, batches: tuple[int, ...]) -> tuple[dict[str, dict], list[dict[str, Any]]]:
+    """Time the tensor-core GEMM's candidate launches (config, split-K) at the stack's shapes and these batches: the
+    fastest of each case as the GEMM's dispatch table (for ``wo_gemm.set_table``), and as rows (which launch
+    every GEMM of the batched decode runs)."""
     from helpers.kernels import wo_gemm_check
 
     table = wo_gemm_check.measure_table(gemm_shapes(shape), batches)
-    wm.set_table(table)
     rows = []
     for key, row in table.items():
         scheme, nk, m = key.split()
         rows.append({"scheme": scheme, "shape": nk, "M": int(m[1:]), "µs": row["us"], "config": row["config"],
                      "split": row["split"]})
-    return rows
+    return table, rows
 
 
 def _attend_batch(qkv: torch.Tensor, cache: torch.Tensor, shape: StackShape) -> torch.Tensor:

@@ -119,14 +119,20 @@ def _decode_batch(layers: int = 8, batches: tuple[int, ...] = decode_bench.BATCH
     import torch
     from tqdm.auto import tqdm
 
+    from helpers.kernels import wo_gemm
+
     shape = decode_bench.StackShape(layers=layers)
-    launches = decode_bench.measure_launches(shape, batches)  # dispatch by measurement, on this GPU
+    table, launches = decode_bench.measure_launches(shape, batches)  # dispatch by measurement, on this GPU
     rows: list[dict] = []
     weights = None
-    for b in tqdm(batches, desc="batched decode: one batch size at a time", leave=False):
-        m = decode_bench.build_batch(shape, b, weights=weights)
-        weights = m
-        rows += decode_bench.batch_tokens_per_second(m)
+    before = wo_gemm.set_table(table)
+    try:
+        for b in tqdm(batches, desc="batched decode: one batch size at a time", leave=False):
+            m = decode_bench.build_batch(shape, b, weights=weights)
+            weights = m
+            rows += decode_bench.batch_tokens_per_second(m)
+    finally:  # the measured table holds for this sweep only
+        wo_gemm.set_table(before)
     del m, weights
     torch.cuda.empty_cache()
     return {"batch": rows, "launch": launches}
