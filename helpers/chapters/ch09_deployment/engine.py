@@ -144,7 +144,8 @@ STAGES = ("bert", "resnet", "accuracy")
 
 def measure(batch: int = 32, seq: int = 128, images: int = 256, torchao: bool = True,
             stages: tuple[str, ...] = STAGES) -> Rows:
-    """Everything chapter 9 times on a GPU (its three stages took 2.6, 0.6 and 1.0 min on an H100, 2026-12-05);
+    """Everything chapter 9 times on a GPU (all three stages together took 200 s inside notebook 09 on an H100,
+    2026-12-06, with the convolutions tuned);
     `stages` picks a part ('bert': the GEMMs, BERT-base and torchao; 'resnet'; 'accuracy')."""
     out: Rows = {}
     if "bert" in stages:

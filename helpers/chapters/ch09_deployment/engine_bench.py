@@ -16,7 +16,6 @@ import torch
 
 from helpers import bench
 from helpers.deploy.engine8.encoder import GELU
-from helpers.errors import InputError
 
 BERT_SHAPES = ((4096, 2304, 768), (4096, 768, 768), (4096, 3072, 768), (4096, 768, 3072))  # (M, N, K) of BERT-base b32 s128
 # (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages): the candidates the tuner times for each shape

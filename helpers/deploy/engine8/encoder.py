@@ -36,7 +36,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from helpers.deploy.engine8 import attention, formats, kernels, norm

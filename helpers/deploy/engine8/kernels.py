@@ -20,7 +20,6 @@ Serves: core — used by chapter 9.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
@@ -342,8 +341,3 @@ def conv(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor, *, stride: int |
 def gemm_flops(m: int, n: int, k: int) -> float:
     """2mnk."""
     return 2.0 * m * n * k
-
-
-def gelu_exact(x: torch.Tensor) -> torch.Tensor:
-    """The erf GELU the kernels apply (BERT's), for references."""
-    return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))

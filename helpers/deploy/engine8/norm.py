@@ -92,46 +92,15 @@ def layernorm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: fl
     kind, mul = _out_spec(out)
     y, q = _outputs((m, n), x.device, True, out)
     block_n = triton.next_power_of_2(n)
+    # rows a program: picking among five launch shapes by measurement at the first call left BERT-base's LayerNorm
+    # time unchanged on an H100 (2026-12-06), so one fixed shape serves
+    block_m = max(1, 4096 // block_n)
     pre = col_scale is not None
-
-    def launch(rows_warps: tuple[int, int]) -> None:
-        block_m, warps = rows_warps
-        _layernorm_kernel[(triton.cdiv(m, block_m),)](
-            x, weight, bias, y, q if q is not None else y, col_scale if pre else weight, col_bias if pre else weight,
-            residual if residual is not None else y, m, n, float(eps), mul, OUT_KIND=kind, PRE=pre,
-            HAS_RES=residual is not None, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps)
-    key = (m, n, x.dtype, pre, residual is not None, kind, x.device.index)
-    launch(_launch_shape(key, block_n, launch))
+    _layernorm_kernel[(triton.cdiv(m, block_m),)](
+        x, weight, bias, y, q if q is not None else y, col_scale if pre else weight, col_bias if pre else weight,
+        residual if residual is not None else y, m, n, float(eps), mul, OUT_KIND=kind, PRE=pre,
+        HAS_RES=residual is not None, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=4)
     return _result(y, q)
-
-
-# (elements a program, warps) the LayerNorm may launch with (rows a program = elements // the row's padded width);
-# the first call at a new shape times them all
-LN_SHAPES = ((4096, 4), (4096, 8), (2048, 4), (8192, 8), (1024, 2))
-_LN_PICKED: dict[tuple, tuple[int, int]] = {}
-
-
-def _launch_shape(key: tuple, block_n: int, launch: Any) -> tuple[int, int]:
-    """(rows a program, warps) for this LayerNorm: the fastest of LN_SHAPES, timed in CUDA graphs in interleaved
-    rounds at the first call with this shape and epilogue outside graph capture (dispatch by measurement; during a
-    capture of a shape never timed, the first candidate)."""
-    if key in _LN_PICKED:
-        return _LN_PICKED[key]
-    shapes = list(dict.fromkeys((max(1, elems // block_n), warps) for elems, warps in LN_SHAPES))
-    if torch.cuda.is_current_stream_capturing():
-        return shapes[0]
-    from helpers import bench
-
-    with torch.inference_mode():
-        t = bench.interleaved({str(c): (lambda c=c: launch(c)) for c in shapes}, rounds=5, clock="torch", warmup=2,
-                              inner=10, graph=True)
-    _LN_PICKED[key] = min(shapes, key=lambda c: t.median_s(str(c)))
-    return _LN_PICKED[key]
-
-
-def picked_launch_shapes() -> dict[str, tuple[int, int]]:
-    """{'(M, N, dtype, prologue, residual, codes, device)': (rows a program, warps)} picked in this process."""
-    return {str(k): v for k, v in _LN_PICKED.items()}
 
 
 CUBLASLT = "cuBLASLt"  # a tuned 'configuration' that means: this GEMM runs in cuBLASLt (lt_gemm), its epilogue later
