@@ -20,7 +20,7 @@ from helpers.deploy.engine8.encoder import GELU
 BERT_SHAPES = ((4096, 2304, 768), (4096, 768, 768), (4096, 3072, 768), (4096, 768, 3072))  # (M, N, K) of BERT-base b32 s128
 # (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages): the candidates the tuner times for each shape
 CANDIDATES = ((128, 128, 128, 8, 8, 3), (128, 256, 128, 8, 8, 3), (128, 128, 128, 8, 4, 4), (128, 256, 64, 8, 8, 4),
-              (128, 128, 64, 8, 4, 5))
+              (128, 128, 64, 8, 4, 5), (64, 128, 128, 8, 4, 4), (64, 256, 128, 8, 4, 3))
 # The convolutions' candidates: BLOCK_K 64 (ResNet-50's narrowest layers have 64 input channels) and a BLOCK_N of 64
 # for its 64-channel outputs, where a 128-wide tile would compute half zeros
 CONV_CANDIDATES = ((128, 128, 64, 8, 4, 4), (128, 64, 64, 8, 4, 4), (128, 256, 64, 8, 8, 3), (256, 128, 64, 8, 8, 3))
@@ -51,30 +51,35 @@ def _codes(shape: tuple[int, int], fmt: str, seed: int) -> torch.Tensor:
     return x.half() * 0.05 if f.kind == 0 else f.quantize(x, 3.0 / f.qmax)
 
 
-def _epilogue(shape: tuple[int, int, int], fmt: str, epilogues: dict) -> dict[str, Any]:
-    """kernels.gemm keyword arguments for one shape's epilogue: its residual (FP16), activation and output codes."""
+def _epilogue(shape: tuple[int, int, int], fmt: str, epilogues: dict, skip8: bool = False) -> dict[str, Any]:
+    """kernels.gemm keyword arguments for one shape's epilogue: its residual (FP16, or with `skip8` 8-bit codes and
+    their scale, as the engine's 8-bit skip reads it), activation and output codes."""
     m, n, _ = shape
     ep = epilogues.get(shape, {})
     kw: dict[str, Any] = {"act": ep.get("act", "none")}
     if ep.get("residual"):
-        kw["residual"] = torch.randn(m, n, device="cuda").half()
+        kw["residual"] = _codes((m, n), fmt, 3) if skip8 and fmt != "fp16" else torch.randn(m, n, device="cuda").half()
+        if skip8 and fmt != "fp16":
+            kw["residual_scale"] = 0.02
     if ep.get("codes") and fmt != "fp16":  # the FP16 baseline writes FP16 where the 8-bit paths write codes
         kw.update(out=(fmt, 0.05), fp16=False)
     return kw
 
 
 def tune(fmt: str, shapes: tuple[tuple[int, int, int], ...] = BERT_SHAPES, candidates: tuple = CANDIDATES,
-         epilogues: dict | None = None) -> tuple[dict[tuple[int, int, int], tuple[int, ...]], list[dict]]:
+         epilogues: dict | None = None, skip8: bool = True) -> tuple[dict[tuple[int, int, int], tuple[int, ...]],
+                                                                      list[dict]]:
     """Time every candidate configuration of the fused GEMM at each shape, with that shape's epilogue (default
-    BERT_EPILOGUES); the fastest per shape, and all rows (with, for FP8 GEMMs that feed a LayerNorm, the pair
-    timings against cuBLASLt that ``dispatch`` reads)."""
+    BERT_EPILOGUES; with `skip8`, as the engine runs by default, residuals are 8-bit codes); the fastest per shape,
+    and all rows (with, for FP8 GEMMs that feed a LayerNorm or fuse nothing but their bias, the timings against
+    cuBLASLt that ``dispatch`` reads)."""
     from helpers.deploy.engine8 import kernels
 
     best, rows = {}, []
     for m, n, k in shapes:
         a, w = _codes((m, k), fmt, 1), _codes((n, k), fmt, 2)
         scale, bias = torch.full((n,), 1e-3, device="cuda"), torch.randn(n, device="cuda")
-        ep = _epilogue((m, n, k), fmt, BERT_EPILOGUES if epilogues is None else epilogues)
+        ep = _epilogue((m, n, k), fmt, BERT_EPILOGUES if epilogues is None else epilogues, skip8)
         fns = {}
         for cfg in candidates:
             try:
@@ -90,37 +95,47 @@ def tune(fmt: str, shapes: tuple[tuple[int, int, int], ...] = BERT_SHAPES, candi
             rows.append({"fmt": fmt, "shape": (m, n, k), "config": cfg, "us": med * 1e6,
                          "tflops": 2 * m * n * k / med / 1e12})
         best[(m, n, k)] = min(fns, key=lambda c: t.median_s(str(c)))
-        if fmt == "fp8" and "residual" in ep:  # the GEMM feeds a LayerNorm: cuBLASLt's GEMM is a candidate too
+        if fmt == "fp8" and ("residual" in ep or ep == {"act": "none"}):  # cuBLASLt's GEMM is a candidate too
             rows += _against_cublaslt(best, (m, n, k), a, w, scale, bias, ep)
     return best, rows
 
 
 def _against_cublaslt(best: dict, shape: tuple[int, int, int], a: torch.Tensor, w: torch.Tensor, scale: torch.Tensor,
                       bias: torch.Tensor, ep: dict[str, Any]) -> list[dict]:
-    """The engine's fastest GEMM with its LayerNorm against cuBLASLt's FP8 GEMM with a LayerNorm that finishes its
-    epilogue (``norm.lt_gemm``), as the forward runs them: a row of each (``dispatch`` reads them)."""
+    """The engine's fastest GEMM against cuBLASLt's FP8 GEMM, as the forward would run each: where the GEMM feeds a
+    LayerNorm, each with its LayerNorm (cuBLASLt's plain sums finished there: ``norm.lt_gemm``); where nothing but
+    the bias is fused (QKV), cuBLASLt's row-wise scaled GEMM with its own bias epilogue. A row of each, labelled with
+    what was timed with the GEMM (``dispatch`` reads them)."""
     from helpers.deploy.engine8 import kernels, norm
 
     m, n, k = shape
-    gamma, beta, codes = torch.ones(n, device="cuda"), torch.zeros(n, device="cuda"), ("fp8", 0.05)
     own = best[shape]
-    fns = {str(own): lambda: norm.layernorm(kernels.gemm(a, w, scale, bias=bias, config=own, **ep), gamma, beta,
-                                            1e-12, codes),
-           norm.CUBLASLT: lambda: norm.layernorm(norm.lt_gemm(a, w), gamma, beta, 1e-12, codes,
-                                                 col_scale=scale, col_bias=bias, residual=ep["residual"])}
+    if "residual" in ep:
+        what, codes = "LayerNorm", ("fp8", 0.05)
+        gamma, beta = torch.ones(n, device="cuda"), torch.zeros(n, device="cuda")
+        fp16 = "residual_scale" not in ep  # with the 8-bit skip, the LayerNorm writes codes only (as in the forward)
+        fns = {str(own): lambda: norm.layernorm(kernels.gemm(a, w, scale, bias=bias, config=own, **ep), gamma, beta,
+                                                1e-12, codes, fp16=fp16),
+               norm.CUBLASLT: lambda: norm.layernorm(norm.lt_gemm(a, w), gamma, beta, 1e-12, codes, col_scale=scale,
+                                                     col_bias=bias, residual=ep["residual"],
+                                                     residual_scale=ep.get("residual_scale"), fp16=fp16)}
+    else:
+        what, b16 = "bias", bias.to(torch.bfloat16)
+        fns = {str(own): lambda: kernels.gemm(a, w, scale, bias=bias, config=own, **ep),
+               norm.CUBLASLT: lambda: norm.lt_gemm(a, w, scale, b16)}
     try:
         t = interleaved(fns, rounds=5, inner=10, graph=True)
     except RuntimeError as exc:  # cuBLASLt refuses these operands on this GPU: the engine keeps its own GEMM
         print(f"cuBLASLt's FP8 GEMM not timed at {shape}: {str(exc).splitlines()[0][:120]}")
         return []
-    return [{"fmt": "fp8", "shape": shape, "config": c, "with": "LayerNorm", "us": t.median_s(name) * 1e6,
+    return [{"fmt": "fp8", "shape": shape, "config": c, "with": what, "us": t.median_s(name) * 1e6,
              "tflops": 2 * m * n * k / t.median_s(name) / 1e12} for name, c in ((str(own), own),
                                                                                   (norm.CUBLASLT, norm.CUBLASLT))]
 
 
 def dispatch(best: dict, rows: list[dict]) -> dict:
     """The engine's configurations: the tuner's fastest own GEMM per shape, or ``norm.CUBLASLT`` where cuBLASLt's
-    GEMM with the LayerNorm that finishes it was measured faster than the engine's GEMM with its LayerNorm."""
+    GEMM (with the LayerNorm that finishes it, where one follows) was measured faster than the engine's."""
     from helpers.deploy.engine8 import norm
 
     out = dict(best)
@@ -139,7 +154,8 @@ def tuned_rows(fmt: str, best: dict, rows: list[dict]) -> list[dict]:
         mine = [r for r in rows if r["shape"] == shape and r.get("config") == cfg and "tflops" in r]
         paired = [r for r in mine if r.get("with")]
         for r in (paired or mine)[:1]:
-            out.append({"format": fmt, "shape": "x".join(map(str, shape)) + (" + LayerNorm" if paired else ""),
+            norm_after = paired and r.get("with") == "LayerNorm"
+            out.append({"format": fmt, "shape": "x".join(map(str, shape)) + (" + LayerNorm" if norm_after else ""),
                         "TFLOP/s": r["tflops"], "config": [cfg] if isinstance(cfg, str) else list(cfg)})
     return out
 

@@ -6,15 +6,20 @@ own kernels in ``helpers.deploy.engine8.kernels``):
     qkv  = gemm(x8, Wqkv) + b                   FP16 out (attention reads it in place: no layout copy)
     ctx  = attention(qkv)                       FP16 fused attention (PyTorch's SDPA, the backend measured fastest)
     c8   = quantize(ctx)
-    h    = gemm(c8, Wo) + b + x                 residual add in the epilogue
-    x1, x18 = layernorm(h)                      FP16 for the next residual, codes for the next GEMM
+    h    = gemm(c8, Wo) + b + x8 * s_x          residual add in the epilogue, from the codes qkv's GEMM read
+    x18  = layernorm(h)                         codes for the next GEMM, and for the next residual add
     f8   = quantize(gelu(gemm(x18, W1) + b))     GELU and the next quantize in the epilogue: 8-bit out
-    h2   = gemm(f8, W2) + b + x1
-    x, x8 = layernorm(h2)
+    h2   = gemm(f8, W2) + b + x18 * s_x1
+    x8   = layernorm(h2)                        (the last layer writes FP16: the model's output)
+
+The residual adds read the sublayer input's own 8-bit codes (TensorRT's INT8 skip), so a hidden state crosses memory
+once, in 8 bits; ``build(..., skip8=False)`` keeps an FP16 copy for them instead (both written by the LayerNorm).
 
 Where a GEMM's output goes to a LayerNorm (h and h2), the tuner also times NVIDIA's cuBLASLt FP8 GEMM
-(``norm.lt_gemm``) with a LayerNorm that adds the scale, bias and residual itself, and the engine takes that
-pair for a shape where it measured faster (dispatch by measurement: ``configs[shape] == norm.CUBLASLT``).
+(``norm.lt_gemm``) with a LayerNorm that adds the scale, bias and residual itself; for the QKV GEMM (nothing fused
+but its bias) cuBLASLt's GEMM scaled per channel with its own bias epilogue, writing BF16 (attention then runs in
+BF16). The engine takes cuBLASLt for a shape where it measured faster (dispatch by measurement:
+``configs[shape] == norm.CUBLASLT``).
 
 The GELU is its tanh approximation (``kernels.ACTS['gelu_tanh']``, as TensorRT's BERT plugins and FasterTransformer
 compute it): within 4.8e-4 of BERT's erf GELU, far below one 8-bit step. In a probe on an H100 (2026-12-06, CUDA
@@ -32,7 +37,7 @@ Serves: core — used by chapter 9.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -46,12 +51,17 @@ GELU = "gelu_tanh"  # the feed-forward activation the engine computes (kernels.A
 
 @dataclass
 class QLinear:
-    """A Linear layer as codes: weight (N, K), scale s_in * s_w[n] (N,), float32 bias (N,), input scale s_in."""
+    """A Linear layer as codes: weight (N, K), scale s_in * s_w[n] (N,), float32 bias (N,), input scale s_in; and
+    the bias in BF16, as cuBLASLt's epilogue adds it (``norm.lt_gemm``)."""
 
     w: torch.Tensor
     scale: torch.Tensor
     bias: torch.Tensor
     s_in: float
+    bias_bf16: torch.Tensor = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.bias_bf16 = self.bias.to(torch.bfloat16)
 
     @classmethod
     def of(cls, linears: list[nn.Linear], s_in: float, fmt: formats.Format) -> "QLinear":
@@ -117,25 +127,31 @@ def _front_back(model: nn.Module) -> tuple[Callable[..., torch.Tensor], Callable
 class EncoderEngine:
     """The 8-bit forward of an encoder; call it like the model (see the module docstring)."""
 
-    def __init__(self, model: nn.Module, layers: list[QLayer], s_first: float, fmt: formats.Format):
+    def __init__(self, model: nn.Module, layers: list[QLayer], s_first: float, fmt: formats.Format,
+                 skip8: bool = True):
         self.model, self.layers, self.s_first, self.fmt = model, layers, s_first, fmt
+        self.skip8 = skip8 and fmt.kind != 0  # residuals read as the 8-bit codes their sublayer's GEMM read
         self.front, self.back = _front_back(model)
         self.configs: dict[tuple[int, int, int], tuple[int, ...]] = {}  # (M, N, K) -> tuned kernel config
 
     def _gemm(self, a: torch.Tensor, lin: QLinear, **kw: Any) -> Any:
-        """One fused GEMM with the tuned configuration for its shape, if any."""
-        return kernels.gemm(a, lin.w, lin.scale, bias=lin.bias,
-                            config=self.configs.get((a.shape[0], lin.w.shape[0], a.shape[1])), **kw)
+        """One fused GEMM with the tuned configuration for its shape, if any; a GEMM with nothing fused but its bias
+        runs in cuBLASLt (scaled per channel, BF16 out) where the tuner measured that faster (``norm.CUBLASLT``)."""
+        config = self.configs.get((a.shape[0], lin.w.shape[0], a.shape[1]))
+        if config == norm.CUBLASLT and not kw:
+            return norm.lt_gemm(a, lin.w, lin.scale, lin.bias_bf16)
+        return kernels.gemm(a, lin.w, lin.scale, bias=lin.bias, config=config, **kw)
 
-    def _gemm_norm(self, a: torch.Tensor, lin: QLinear, residual: torch.Tensor,
-                   ln: tuple[torch.Tensor, torch.Tensor, float], out: tuple[str, float] | None) -> Any:
-        """LayerNorm(gemm(a) + bias + residual), and its codes: the bias and residual in the engine's GEMM epilogue,
-        or, where the tuner measured cuBLASLt's GEMM and a LayerNorm that finishes its epilogue faster for this
-        shape (``norm.CUBLASLT``), there."""
+    def _gemm_norm(self, a: torch.Tensor, lin: QLinear, residual: tuple[torch.Tensor, float | None],
+                   ln: tuple[torch.Tensor, torch.Tensor, float], out: tuple[str, float] | None, fp16: bool) -> Any:
+        """LayerNorm(gemm(a) + bias + residual), as FP16 (`fp16`) and/or codes (`out`): the bias and residual in
+        the engine's GEMM epilogue, or, where the tuner measured cuBLASLt's GEMM and a LayerNorm that finishes its
+        epilogue faster for this shape (``norm.CUBLASLT``), there. `residual` is (FP16, None) or (codes, scale)."""
+        r, s = residual
         if self.configs.get((a.shape[0], lin.w.shape[0], a.shape[1])) == norm.CUBLASLT:
             return norm.layernorm(norm.lt_gemm(a, lin.w), *ln, out=out, col_scale=lin.scale, col_bias=lin.bias,
-                                  residual=residual)
-        return norm.layernorm(self._gemm(a, lin, residual=residual), *ln, out=out)
+                                  residual=r, residual_scale=s, fp16=fp16)
+        return norm.layernorm(self._gemm(a, lin, residual=r, residual_scale=s), *ln, out=out, fp16=fp16)
 
     def _codes(self, scale: float | None) -> tuple[str, float] | None:
         """The output quantization for the next layer (None: write FP16 only, as the FP16 baseline always does)."""
@@ -146,9 +162,15 @@ class EncoderEngine:
         return x if self.fmt.kind == 0 else norm.quantize(x, (self.fmt.name, scale))
 
     @staticmethod
-    def _pair(res: Any, want_codes: bool) -> tuple[torch.Tensor, torch.Tensor]:
-        """(FP16, codes) from a kernel that wrote both, or (y, y) when it wrote FP16 only."""
-        return res if want_codes else (res, res)
+    def _pair(res: Any, fp16: bool, codes: bool) -> tuple[Any, Any]:
+        """(FP16, codes) from a LayerNorm that wrote both; (y, y) when it wrote FP16 only, (None, q) codes only."""
+        if fp16 and codes:
+            return res
+        return (res, res) if fp16 else (None, res)
+
+    def _skip(self, x: torch.Tensor, q: torch.Tensor, s: float) -> tuple[torch.Tensor, float | None]:
+        """A sublayer's residual: its input's codes and their scale (skip8), else its FP16 input."""
+        return (q, s) if self.skip8 else (x, None)
 
     @staticmethod
     def attention(qkv: torch.Tensor, batch: int, heads: int) -> torch.Tensor:
@@ -169,18 +191,23 @@ class EncoderEngine:
         for i, lay in enumerate(self.layers):
             qkv = self._gemm(q, lay.qkv)
             c8 = self._quantize(self.attention(qkv, batch, lay.heads), lay.out.s_in)
-            x1, q1 = self._pair(self._gemm_norm(c8, lay.out, x2, lay.ln1, self._codes(lay.ffn1.s_in)), codes)
+            x1, q1 = self._pair(self._gemm_norm(c8, lay.out, self._skip(x2, q, lay.qkv.s_in), lay.ln1,
+                                                self._codes(lay.ffn1.s_in), not self.skip8), not self.skip8, codes)
             f8 = self._gemm(q1, lay.ffn1, act=GELU, out=self._codes(lay.ffn2.s_in), fp16=not codes)
             nxt = self.layers[i + 1].qkv.s_in if i + 1 < len(self.layers) else None
-            x2, q = self._pair(self._gemm_norm(f8, lay.ffn2, x1, lay.ln2, self._codes(nxt)), codes and nxt is not None)
+            last = nxt is None or not self.skip8  # FP16 out: the model's output, or the next sublayer's residual
+            x2, q = self._pair(self._gemm_norm(f8, lay.ffn2, self._skip(x1, q1, lay.ffn1.s_in), lay.ln2,
+                                               self._codes(nxt), last), last, codes and nxt is not None)
         return self.back(x2.view(batch, seq, d).to(next(self.model.parameters()).dtype))
 
 
-def build(model: nn.Module, calib: Iterable[Any], fmt: str = "fp8", method: str | None = None) -> EncoderEngine:
+def build(model: nn.Module, calib: Iterable[Any], fmt: str = "fp8", method: str | None = None,
+          skip8: bool = True) -> EncoderEngine:
     """Calibrate `model` on `calib` batches and quantize its encoder layers into an EncoderEngine on its device.
 
     `method` is the calibrator ('max' or 'percentile'; default: max for FP8, percentile 99.99 for INT8).
-    `fmt` 'fp16' builds the FP16 baseline: the same kernels and fusions with FP16 operands.
+    `fmt` 'fp16' builds the FP16 baseline: the same kernels and fusions with FP16 operands. `skip8` (default):
+    every residual add reads the 8-bit codes its sublayer's GEMM read (TensorRT's INT8 skip), not an FP16 copy.
     """
     from helpers.deploy.qdq_model import calibrate
 
@@ -201,7 +228,7 @@ def build(model: nn.Module, calib: Iterable[Any], fmt: str = "fp8", method: str 
         layers.append(QLayer(QLinear.of([q, k, v], s[names[0]], f), QLinear.of([o], s[names[3]], f),
                              QLinear.of([ff1], s[names[5]], f), QLinear.of([ff2], s[names[6]], f),
                              norms[0], norms[1], heads))
-    return EncoderEngine(model, layers, layers[0].qkv.s_in, f)
+    return EncoderEngine(model, layers, layers[0].qkv.s_in, f, skip8)
 
 
 def half_model(model: nn.Module) -> nn.Module:
@@ -214,12 +241,15 @@ def plan(engine: EncoderEngine) -> list[dict[str, Any]]:
     fmt = engine.fmt.name.upper()
     lay = engine.layers[0]
     d = lay.out.w.shape[0]
+    skip, hid = ("the block input's codes", f"{fmt} x1") if engine.skip8 else ("FP16 x", f"FP16 x1 and {fmt} x1")
     rows = [("gemm", f"{fmt} x, Wqkv", "scale, bias", "FP16 q|k|v", lay.qkv.w.shape),
             ("attention", "FP16 q|k|v in place", "softmax(QKᵀ)V (fused SDPA)", "FP16 context", (d, d)),
             ("quantize", "FP16 context", "scale, round", f"{fmt} context", (d, d)),
-            ("gemm", f"{fmt} context, Wo", "scale, bias, + residual", "FP16 h", lay.out.w.shape),
-            ("layernorm", "FP16 h", "LayerNorm, quantize", f"FP16 x1 and {fmt} x1", (d, d)),
+            ("gemm", f"{fmt} context, Wo", f"scale, bias, + residual ({skip})", "FP16 h", lay.out.w.shape),
+            ("layernorm", "FP16 h", "LayerNorm, quantize", hid, (d, d)),
             ("gemm", f"{fmt} x1, W1", "scale, bias, GELU, quantize", f"{fmt} GELU output", lay.ffn1.w.shape),
-            ("gemm", f"{fmt} GELU output, W2", "scale, bias, + residual", "FP16 h2", lay.ffn2.w.shape),
-            ("layernorm", "FP16 h2", "LayerNorm, quantize", f"FP16 x and {fmt} x", (d, d))]
+            ("gemm", f"{fmt} GELU output, W2", f"scale, bias, + residual ({'x1 codes' if engine.skip8 else 'FP16 x1'})",
+             "FP16 h2", lay.ffn2.w.shape),
+            ("layernorm", "FP16 h2", "LayerNorm, quantize", f"{fmt} x" if engine.skip8 else f"FP16 x and {fmt} x",
+             (d, d))]
     return [{"kernel": k, "reads": r, "fused": fu, "writes": w, "N x K": f"{s[0]} x {s[1]}"} for k, r, fu, w, s in rows]

@@ -19,7 +19,8 @@ import torch
 import torch.nn.functional as F
 
 from helpers.deploy.engine8 import formats
-from helpers.deploy.engine8.kernels import _exact_products, _out_spec, _outputs, _result, triton, triton_ready
+from helpers.deploy.engine8.kernels import (_exact_products, _out_spec, _outputs, _residual_spec, _result, triton,
+                                            triton_ready)
 from helpers.errors import InputError
 
 if triton is not None:
@@ -28,11 +29,12 @@ if triton is not None:
     from helpers.deploy.engine8.kernels import _store_codes
 
     @triton.jit
-    def _layernorm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, q_ptr, cs_ptr, cb_ptr, r_ptr, M, N, eps, out_mul,
-                          OUT_KIND: tl.constexpr, PRE: tl.constexpr, HAS_RES: tl.constexpr,
-                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-        """LayerNorm of BLOCK_M rows of FP16/BF16 x; writes FP16 y and its 8-bit codes in the same pass. PRE: x is a
-        GEMM's unscaled sums, finished first (x * col_scale[n] + col_bias[n]); HAS_RES: plus an FP16 residual."""
+    def _layernorm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, q_ptr, cs_ptr, cb_ptr, r_ptr, M, N, eps, out_mul, res_mul,
+                          OUT_KIND: tl.constexpr, PRE: tl.constexpr, HAS_RES: tl.constexpr, RES_CODES: tl.constexpr,
+                          WRITE_Y: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+        """LayerNorm of BLOCK_M rows of FP16/BF16 x; writes FP16 y (WRITE_Y) and/or its 8-bit codes in the same
+        pass. PRE: x is a GEMM's unscaled sums, finished first (x * col_scale[n] + col_bias[n]); HAS_RES: plus a
+        residual, FP16 or 8-bit codes times res_mul (RES_CODES)."""
         rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
         rn = tl.arange(0, BLOCK_N)
         mask = (rm[:, None] < M) & (rn[None, :] < N)
@@ -42,14 +44,19 @@ if triton is not None:
             x = x * tl.load(cs_ptr + rn, mask=rn < N, other=0.0)[None, :] + tl.load(cb_ptr + rn, mask=rn < N,
                                                                                       other=0.0)[None, :]
         if HAS_RES:
-            x += tl.load(r_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+            r = tl.load(r_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+            if RES_CODES:
+                r = r * res_mul
+            x += r
         mean = tl.sum(x, axis=1) / N
         d = tl.where(mask, x - mean[:, None], 0.0)
         rstd = 1.0 / tl.sqrt(tl.sum(d * d, axis=1) / N + eps)
         y = d * rstd[:, None] * tl.load(w_ptr + rn, mask=rn < N, other=0.0)[None, :] \
             + tl.load(b_ptr + rn, mask=rn < N, other=0.0)[None, :]
-        tl.store(y_ptr + offs, y.to(tl.float16), mask=mask)
-        _store_codes(q_ptr + offs, y * out_mul, mask, OUT_KIND)
+        if WRITE_Y:
+            tl.store(y_ptr + offs, y.to(tl.float16), mask=mask)
+        if OUT_KIND != 0:
+            _store_codes(q_ptr + offs, y * out_mul, mask, OUT_KIND)
 
     @triton.jit
     def _quantize_kernel(x_ptr, q_ptr, n, out_mul, OUT_KIND: tl.constexpr, BLOCK: tl.constexpr):
@@ -61,11 +68,14 @@ if triton is not None:
 
 def layernorm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float,
               out: tuple[str, float] | None, *, col_scale: torch.Tensor | None = None,
-              col_bias: torch.Tensor | None = None, residual: torch.Tensor | None = None) -> Any:
-    """LayerNorm over the last axis of FP16 x (M, N): FP16 y, and its codes when `out` is given, in one pass.
+              col_bias: torch.Tensor | None = None, residual: torch.Tensor | None = None,
+              residual_scale: float | None = None, fp16: bool = True) -> Any:
+    """LayerNorm over the last axis of FP16 x (M, N): FP16 y (unless `fp16` is False), and its codes when `out` is
+    given, in one pass.
 
     Where a library GEMM wrote x (``lt_gemm``: unscaled BF16 sums), the LayerNorm finishes its epilogue first:
-    x * `col_scale` (N,) + `col_bias` (N,) (float32, both or neither) + `residual` (M, N) FP16.
+    x * `col_scale` (N,) + `col_bias` (N,) (float32, both or neither) + `residual` (M, N): FP16, or 8-bit codes read
+    as codes * `residual_scale` (TensorRT's 8-bit skip: the residual is the codes the sublayer's GEMM already read).
     """
     if x.dim() != 2 or x.dtype not in (torch.float16, torch.bfloat16) or \
             (x.dtype == torch.bfloat16 and col_scale is None):
@@ -73,60 +83,80 @@ def layernorm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: fl
                          f"{x.dtype} {tuple(x.shape)}.")
     if (col_scale is None) != (col_bias is None):
         raise InputError("layernorm's col_scale and col_bias come together (a GEMM's scale and bias); pass both.")
-    if residual is not None and (residual.dtype != torch.float16 or residual.shape != x.shape):
-        raise InputError(f"layernorm's residual is FP16 of x's shape {tuple(x.shape)}, got {residual.dtype} "
-                         f"{tuple(residual.shape)}.")
+    if residual is not None and residual.shape != x.shape:
+        raise InputError(f"layernorm's residual has x's shape {tuple(x.shape)}, got {tuple(residual.shape)}.")
+    if not fp16 and out is None:
+        raise InputError("layernorm with fp16=False writes only codes: give out=(format, scale).")
+    res_codes, res_mul = _residual_spec(residual, residual_scale)
     if not triton_ready(x):
         xf = x.float()
         if col_scale is not None and col_bias is not None:
             xf = xf * col_scale.float() + col_bias.float()
         if residual is not None:
-            xf = xf + residual.float()
+            xf = xf + residual.float() * res_mul
         y = F.layer_norm(xf, (x.shape[1],), weight.float(), bias.float(), eps)
         q = None
         if out is not None:
             fmt = formats.get(out[0])
             q = fmt.saturate(y * fmt.inverse(out[1]))
-        return _result(y.half(), q)
+        return _result(y.half() if fp16 else None, q)
     m, n = x.shape
     kind, mul = _out_spec(out)
-    y, q = _outputs((m, n), x.device, True, out)
+    y, q = _outputs((m, n), x.device, fp16, out)
     block_n = triton.next_power_of_2(n)
     # rows a program: picking among five launch shapes by measurement at the first call left BERT-base's LayerNorm
     # time unchanged on an H100 (2026-12-06), so one fixed shape serves
     block_m = max(1, 4096 // block_n)
     pre = col_scale is not None
     _layernorm_kernel[(triton.cdiv(m, block_m),)](
-        x, weight, bias, y, q if q is not None else y, col_scale if pre else weight, col_bias if pre else weight,
-        residual if residual is not None else y, m, n, float(eps), mul, OUT_KIND=kind, PRE=pre,
-        HAS_RES=residual is not None, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=4)
+        x, weight, bias, y if y is not None else q, q if q is not None else y, col_scale if pre else weight,
+        col_bias if pre else weight, residual if residual is not None else x, m, n, float(eps), mul, res_mul,
+        OUT_KIND=kind, PRE=pre, HAS_RES=residual is not None, RES_CODES=res_codes, WRITE_Y=fp16,
+        BLOCK_M=block_m, BLOCK_N=block_n, num_warps=4)
     return _result(y, q)
 
 
-CUBLASLT = "cuBLASLt"  # a tuned 'configuration' that means: this GEMM runs in cuBLASLt (lt_gemm), its epilogue later
-_ONES: dict[torch.device, torch.Tensor] = {}
+CUBLASLT = "cuBLASLt"  # a tuned 'configuration' that means: this GEMM runs in cuBLASLt (lt_gemm)
+_ONES: dict[tuple[torch.device, tuple[int, ...]], torch.Tensor] = {}
 
 
-def lt_gemm(a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """a (M, K) @ w (N, K)ᵀ of FP8 codes in NVIDIA's cuBLASLt (``torch._scaled_mm``): the unscaled sums, in BF16.
+def _ones(device: torch.device, shape: tuple[int, ...]) -> torch.Tensor:
+    """A cached float32 tensor of ones (cuBLASLt's unit scales); made outside CUDA-graph capture only."""
+    one = _ONES.get((device, shape))
+    if one is None:
+        if torch.cuda.is_current_stream_capturing():  # a tensor made during capture holds nothing until a replay
+            raise InputError("lt_gemm's first call at a shape must come before a CUDA-graph capture; call it once "
+                             "outside the capture (a warm-up) first.")
+        one = _ONES[(device, shape)] = torch.ones(shape, device=device)
+    return one
 
-    cuBLASLt cannot fuse a per-channel scale with a residual add, so its sums go to the LayerNorm that follows,
-    which finishes the epilogue (``layernorm(..., col_scale=, col_bias=, residual=)``). BF16, not FP16: an
-    unscaled sum of FP8 products can exceed FP16's range. The engine takes this path for a shape only where the
-    tuner measured the pair faster than its own fused GEMM and LayerNorm.
+
+def lt_gemm(a: torch.Tensor, w: torch.Tensor, scale: torch.Tensor | None = None,
+            bias: torch.Tensor | None = None) -> torch.Tensor:
+    """a (M, K) @ w (N, K)ᵀ of FP8 codes in NVIDIA's cuBLASLt (``torch._scaled_mm``), in BF16.
+
+    Without `scale`: the unscaled sums. cuBLASLt cannot fuse a per-channel scale with a residual add, so they go to
+    the LayerNorm that follows, which finishes the epilogue (``layernorm(..., col_scale=, col_bias=, residual=)``).
+    BF16, not FP16: an unscaled sum of FP8 products can exceed FP16's range. With `scale` (N,) float32 (s_a * s_w[n])
+    and a BF16 `bias` (N,): the finished product, scaled per output channel (cuBLASLt's row-wise scaling) with the
+    bias added in its epilogue — a GEMM with nothing else fused (BERT's QKV projection). The engine takes either
+    path for a shape only where the tuner measured it faster than its own fused GEMM.
     """
     if a.dtype != torch.float8_e4m3fn or w.dtype != a.dtype or a.dim() != 2 or w.dim() != 2 or a.shape[1] != w.shape[1]:
         raise InputError(f"lt_gemm multiplies FP8 codes a (M, K) and w (N, K), got {a.dtype} {tuple(a.shape)} and "
                          f"{w.dtype} {tuple(w.shape)}; INT8 and FP16 take kernels.gemm.")
+    if (scale is None) != (bias is None):
+        raise InputError("lt_gemm's scale and bias come together (the finished product), or neither (the sums).")
     if not a.is_cuda:
-        return _exact_products(a, w).to(torch.bfloat16)
-    one = _ONES.get(a.device)
-    if one is None:
-        if torch.cuda.is_current_stream_capturing():  # a tensor made during capture holds nothing until a replay
-            raise InputError("lt_gemm's first call on a device must come before a CUDA-graph capture; call it once "
-                             "outside the capture (a warm-up) first.")
-        one = _ONES[a.device] = torch.ones((), device=a.device)
-    return torch._scaled_mm(a, w.t(), one, one, out_dtype=torch.bfloat16)
+        acc = _exact_products(a, w)
+        if scale is not None and bias is not None:
+            acc = acc * scale.float() + bias.float()
+        return acc.to(torch.bfloat16)
+    if scale is None or bias is None:
+        one = _ones(a.device, ())
+        return torch._scaled_mm(a, w.t(), one, one, out_dtype=torch.bfloat16)
+    return torch._scaled_mm(a, w.t(), _ones(a.device, (a.shape[0], 1)), scale.view(1, -1), bias=bias,
+                            out_dtype=torch.bfloat16)
 
 
 def quantize(x: torch.Tensor, out: tuple[str, float]) -> torch.Tensor:
