@@ -11,6 +11,9 @@ memory.
     y, q = conv(x, w, scale, bias=b, residual=r, act="relu", fp16=True, out=("fp8", s_next), stride=2, pad=1)
     q = conv(x, w, scale, residual=x8, residual_scale=s_x, act="relu", out=("int8", s_next))   # an 8-bit skip
 
+The small helpers every kernel wrapper needs (``out_spec``, ``outputs``, ``result``, ``residual_spec``,
+``exact_products`` and the Triton ``store_codes``) are public: ``norm`` builds its row-wise kernels on them.
+
 Every function runs the Triton kernel on a CUDA tensor and the exact PyTorch reference (``*_reference``) elsewhere,
 so the engine computes the same function on the CPU, only slower. Launches go to torch's current stream (a CUDA
 graph can capture them).
@@ -47,7 +50,7 @@ def triton_ready(t: torch.Tensor) -> bool:
     return triton is not None and t.is_cuda
 
 
-def _out_spec(out: tuple[str, float] | None) -> tuple[int, float]:
+def out_spec(out: tuple[str, float] | None) -> tuple[int, float]:
     """(kernel code, 1 / scale) of an output quantization ('fp8'|'int8', scale), or (0, 1.0) for none."""
     if out is None:
         return 0, 1.0
@@ -92,7 +95,7 @@ def _check_codes(a: torch.Tensor, w: torch.Tensor, what: str) -> None:
                          f"{a.dtype} and {w.dtype}; quantize both with helpers.deploy.engine8.formats first.")
 
 
-def _exact_products(a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+def exact_products(a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """a (M, K) @ w (N, K)ᵀ of codes, exact: float64 holds every INT8 sum and FP8 product exactly."""
     acc = a.double() @ w.double().t()
     return acc.round().to(torch.int32) if a.dtype == torch.int8 else acc.float()
@@ -125,7 +128,7 @@ if triton is not None:
             y = 0.5 * y * (1.0 + _tanh(0.7978845608028654 * (y + 0.044715 * y * y * y)))
         if WRITE_Y:
             tl.store(y_ptr + offs, y.to(tl.float16), mask=mask)
-        _store_codes(q_ptr + offs, y * out_mul, mask, OUT_KIND)
+        store_codes(q_ptr + offs, y * out_mul, mask, OUT_KIND)
 
     @triton.jit
     def _tanh(x):
@@ -134,7 +137,7 @@ if triton is not None:
                                          pack=1)
 
     @triton.jit
-    def _store_codes(ptrs, y, mask, OUT_KIND: tl.constexpr):
+    def store_codes(ptrs, y, mask, OUT_KIND: tl.constexpr):
         """Store y (already divided by its scale) as codes: FP8 e4m3 saturated to ±448, or INT8 rounded to even."""
         if OUT_KIND == 1:
             tl.store(ptrs, tl.clamp(y, -448.0, 448.0).to(tl.float8e4nv), mask=mask)
@@ -224,19 +227,19 @@ if triton is not None:
                 HAS_BIAS, HAS_RES, RES_CODES, ACT, WRITE_Y, OUT_KIND)
 
 
-def _outputs(shape: tuple[int, ...], device: torch.device, fp16: bool, out: tuple[str, float] | None) -> tuple[Any, Any]:
+def outputs(shape: tuple[int, ...], device: torch.device, fp16: bool, out: tuple[str, float] | None) -> tuple[Any, Any]:
     """Empty FP16 and code tensors for a kernel's results (None where not asked for)."""
     y = torch.empty(shape, dtype=torch.float16, device=device) if fp16 else None
     q = torch.empty(shape, dtype=formats.get(out[0]).dtype, device=device) if out is not None else None
     return y, q
 
 
-def _result(y: Any, q: Any) -> Any:
+def result(y: Any, q: Any) -> Any:
     """(y, q) when both were written, else the one that was."""
     return (y, q) if y is not None and q is not None else (y if y is not None else q)
 
 
-def _residual_spec(residual: torch.Tensor | None, residual_scale: float | None) -> tuple[bool, float]:
+def residual_spec(residual: torch.Tensor | None, residual_scale: float | None) -> tuple[bool, float]:
     """(residual is 8-bit codes, their scale) — or (False, 1.0) for an FP16 residual or none; an InputError when a
     residual's kind and its scale disagree."""
     if residual is None:
@@ -282,20 +285,20 @@ def gemm(a: torch.Tensor, w: torch.Tensor, scale: torch.Tensor, *, bias: torch.T
     m, k = a.shape
     n = w.shape[0]
     fp16 = out is None if fp16 is None else fp16
-    res_codes, res_mul = _residual_spec(residual, residual_scale)
+    res_codes, res_mul = residual_spec(residual, residual_scale)
     bm, bn, bk, gm, warps, stages = _config(config)
     if not triton_ready(a):
-        y, q = epilogue_reference(_exact_products(a, w), scale, bias, residual, act, fp16, out, residual_scale)
-        return _result(y, q)
-    kind, mul = _out_spec(out)
-    y, q = _outputs((m, n), a.device, fp16, out)
+        y, q = epilogue_reference(exact_products(a, w), scale, bias, residual, act, fp16, out, residual_scale)
+        return result(y, q)
+    kind, mul = out_spec(out)
+    y, q = outputs((m, n), a.device, fp16, out)
     grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn),)
     _gemm_kernel[grid](a, w, *_launch_args(scale, bias, residual, y, q), m, n, k, mul, res_mul,
                        HAS_BIAS=bias is not None, HAS_RES=residual is not None, RES_CODES=res_codes, ACT=ACTS[act],
                        WRITE_Y=fp16,
                        OUT_KIND=kind, INT_ACC=a.dtype == torch.int8, EVEN_K=k % bk == 0,
                        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=gm, num_warps=warps, num_stages=stages)
-    return _result(y, q)
+    return result(y, q)
 
 
 def conv(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor, *, stride: int | tuple[int, int] = 1,
@@ -317,7 +320,7 @@ def conv(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor, *, stride: int |
     cout, r, s, _ = w.shape
     ho, wo = (h + 2 * ph - r) // sh + 1, (wd + 2 * pw - s) // sw + 1
     fp16 = out is None if fp16 is None else fp16
-    res_codes, res_mul = _residual_spec(residual, residual_scale)
+    res_codes, res_mul = residual_spec(residual, residual_scale)
     bm, bn, bk, gm, warps, stages = _config(config)
     if not triton_ready(x):
         acc = F.conv2d(x.permute(0, 3, 1, 2).double(), w.permute(0, 3, 1, 2).double(), stride=(sh, sw), padding=(ph, pw))
@@ -326,16 +329,16 @@ def conv(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor, *, stride: int |
         res = None if residual is None else residual.reshape(-1, cout)
         y, q = epilogue_reference(acc, scale, bias, res, act, fp16, out, residual_scale)
         shape = (nb, ho, wo, cout)
-        return _result(None if y is None else y.reshape(shape), None if q is None else q.reshape(shape))
-    kind, mul = _out_spec(out)
-    y, q = _outputs((nb, ho, wo, cout), x.device, fp16, out)
+        return result(None if y is None else y.reshape(shape), None if q is None else q.reshape(shape))
+    kind, mul = out_spec(out)
+    y, q = outputs((nb, ho, wo, cout), x.device, fp16, out)
     bk = min(bk, max(32, triton.next_power_of_2(c)))
     grid = (triton.cdiv(nb * ho * wo, bm) * triton.cdiv(cout, bn),)
     _conv_kernel[grid](x, w, *_launch_args(scale, bias, residual, y, q), nb, h, wd, c, ho, wo, cout, mul, res_mul,
                        R=r, S=s, SH=sh, SW=sw, PH=ph, PW=pw, HAS_BIAS=bias is not None, HAS_RES=residual is not None,
                        RES_CODES=res_codes, ACT=ACTS[act], WRITE_Y=fp16, OUT_KIND=kind, INT_ACC=x.dtype == torch.int8,
                        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=gm, num_warps=warps, num_stages=stages)
-    return _result(y, q)
+    return result(y, q)
 
 
 def gemm_flops(m: int, n: int, k: int) -> float:

@@ -19,14 +19,14 @@ import torch
 import torch.nn.functional as F
 
 from helpers.deploy.engine8 import formats
-from helpers.deploy.engine8.kernels import (_exact_products, _out_spec, _outputs, _residual_spec, _result, triton,
+from helpers.deploy.engine8.kernels import (exact_products, out_spec, outputs, residual_spec, result, triton,
                                             triton_ready)
 from helpers.errors import InputError
 
 if triton is not None:
     import triton.language as tl
 
-    from helpers.deploy.engine8.kernels import _store_codes
+    from helpers.deploy.engine8.kernels import store_codes
 
     @triton.jit
     def _layernorm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, q_ptr, cs_ptr, cb_ptr, r_ptr, M, N, eps, out_mul, res_mul,
@@ -56,14 +56,14 @@ if triton is not None:
         if WRITE_Y:
             tl.store(y_ptr + offs, y.to(tl.float16), mask=mask)
         if OUT_KIND != 0:
-            _store_codes(q_ptr + offs, y * out_mul, mask, OUT_KIND)
+            store_codes(q_ptr + offs, y * out_mul, mask, OUT_KIND)
 
     @triton.jit
     def _quantize_kernel(x_ptr, q_ptr, n, out_mul, OUT_KIND: tl.constexpr, BLOCK: tl.constexpr):
         """Codes of a flat FP16 tensor with one scale."""
         i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         y = tl.load(x_ptr + i, mask=i < n, other=0.0).to(tl.float32) * out_mul
-        _store_codes(q_ptr + i, y, i < n, OUT_KIND)
+        store_codes(q_ptr + i, y, i < n, OUT_KIND)
 
 
 def layernorm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float,
@@ -87,7 +87,7 @@ def layernorm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: fl
         raise InputError(f"layernorm's residual has x's shape {tuple(x.shape)}, got {tuple(residual.shape)}.")
     if not fp16 and out is None:
         raise InputError("layernorm with fp16=False writes only codes: give out=(format, scale).")
-    res_codes, res_mul = _residual_spec(residual, residual_scale)
+    res_codes, res_mul = residual_spec(residual, residual_scale)
     if not triton_ready(x):
         xf = x.float()
         if col_scale is not None and col_bias is not None:
@@ -99,10 +99,10 @@ def layernorm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: fl
         if out is not None:
             fmt = formats.get(out[0])
             q = fmt.saturate(y * fmt.inverse(out[1]))
-        return _result(y.half() if fp16 else None, q)
+        return result(y.half() if fp16 else None, q)
     m, n = x.shape
-    kind, mul = _out_spec(out)
-    y, q = _outputs((m, n), x.device, fp16, out)
+    kind, mul = out_spec(out)
+    y, q = outputs((m, n), x.device, fp16, out)
     block_n = triton.next_power_of_2(n)
     # rows a program: picking among five launch shapes by measurement at the first call left BERT-base's LayerNorm
     # time unchanged on an H100 (2026-12-06), so one fixed shape serves
@@ -113,7 +113,7 @@ def layernorm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: fl
         col_bias if pre else weight, residual if residual is not None else x, m, n, float(eps), mul, res_mul,
         OUT_KIND=kind, PRE=pre, HAS_RES=residual is not None, RES_CODES=res_codes, WRITE_Y=fp16,
         BLOCK_M=block_m, BLOCK_N=block_n, num_warps=4)
-    return _result(y, q)
+    return result(y, q)
 
 
 CUBLASLT = "cuBLASLt"  # a tuned 'configuration' that means: this GEMM runs in cuBLASLt (lt_gemm)
@@ -148,7 +148,7 @@ def lt_gemm(a: torch.Tensor, w: torch.Tensor, scale: torch.Tensor | None = None,
     if (scale is None) != (bias is None):
         raise InputError("lt_gemm's scale and bias come together (the finished product), or neither (the sums).")
     if not a.is_cuda:
-        acc = _exact_products(a, w)
+        acc = exact_products(a, w)
         if scale is not None and bias is not None:
             acc = acc * scale.float() + bias.float()
         return acc.to(torch.bfloat16)
