@@ -155,9 +155,15 @@ def tuned_rows(fmt: str, best: dict, rows: list[dict]) -> list[dict]:
         paired = [r for r in mine if r.get("with")]
         for r in (paired or mine)[:1]:
             norm_after = paired and r.get("with") == "LayerNorm"
-            out.append({"format": fmt, "shape": "x".join(map(str, shape)) + (" + LayerNorm" if norm_after else ""),
-                        "TFLOP/s": r["tflops"], "config": [cfg] if isinstance(cfg, str) else list(cfg)})
+            out.append(tuned_row(fmt, "x".join(map(str, shape)) + (" + LayerNorm" if norm_after else ""), r["tflops"],
+                                 cfg))
     return out
+
+
+def tuned_row(fmt: str, shape: str, tflops: float, config: tuple[int, ...] | str) -> dict:
+    """One TUNED table row: what the engine runs for one GEMM or convolution, and how fast it was timed there."""
+    return {"format": fmt, "shape": shape, "TFLOP/s": tflops,
+            "config": [config] if isinstance(config, str) else list(config)}
 
 
 def tune_convs(engine: Any, x: torch.Tensor, candidates: tuple = CONV_CANDIDATES) -> tuple[dict[tuple, tuple], list[dict]]:
@@ -366,8 +372,8 @@ def resnet_variants(batch: int = 256, size: int = 224
             eng = resnet.build(m, calib, fmt)
         m.half()
         eng.configs, rows = tune_convs(eng, x)
-        tuned.extend({"format": fmt, "shape": conv_name(r["key"]), "TFLOP/s": r["flop"] / r["us"] / 1e6,
-                      "config": list(r["config"])} for r in rows if "us" in r and eng.configs.get(r["key"]) == r["config"])
+        tuned.extend(tuned_row(fmt, conv_name(r["key"]), r["flop"] / r["us"] / 1e6, r["config"])
+                     for r in rows if "us" in r and eng.configs.get(r["key"]) == r["config"])
         return _keeping(cuda_graph(lambda: eng(x)), eng)
 
     out: dict[str, Callable[[], Any]] = {}
