@@ -8,6 +8,7 @@ from torch import nn
 
 from helpers.deploy.engine8 import encoder, formats, kernels, norm, resnet
 from helpers.errors import InputError
+from tests.support.tiny_models import tiny_bert
 
 
 def test_int8_rounds_half_to_even_and_saturates():
@@ -75,16 +76,8 @@ def test_gemm_rejects_float_inputs_with_the_fix():
         kernels.gemm(torch.zeros(2, 4), torch.zeros(3, 4), torch.ones(3))
 
 
-def _tiny_bert():
-    from helpers.models.bert import bert_base, bert_inputs
-
-    torch.manual_seed(0)
-    m = bert_base(16, n_layers=2, d_model=64, n_heads=4, d_ff=128, vocab=97)
-    return m, [bert_inputs(4, 16, vocab=97, seed=s) for s in (1, 2)], bert_inputs(3, 16, vocab=97, seed=3)
-
-
 def test_fusion_plan_of_one_layer():
-    m, calib, _ = _tiny_bert()
+    m, calib, _ = tiny_bert()
     eng = encoder.build(m, calib, "fp8")
     plan = encoder.plan(eng)
     assert [r["kernel"] for r in plan] == ["gemm", "attention", "quantize", "gemm", "layernorm", "gemm", "gemm",
@@ -97,7 +90,7 @@ def test_fusion_plan_of_one_layer():
 
 @pytest.mark.parametrize("fmt,tol", [("fp8", 0.08), ("int8", 0.05)])
 def test_encoder_engine_tracks_the_float_model(fmt, tol):
-    m, calib, inputs = _tiny_bert()
+    m, calib, inputs = tiny_bert()
     with torch.no_grad():
         ref_x, _ = m(inputs["input_ids"])
         x, _ = encoder.build(m, calib, fmt)(inputs["input_ids"])
@@ -110,7 +103,7 @@ def test_gemms_are_tuned_with_the_epilogues_the_forward_runs(monkeypatch):
     GEMM of the engine's forward fuses: a configuration tuned without its GELU or residual read is a different one."""
     from helpers.chapters.ch09_deployment import engine_bench as eb
 
-    m, calib, inputs = _tiny_bert()
+    m, calib, inputs = tiny_bert()
     eng = encoder.build(m, calib, "fp8")
     seen, real = [], kernels.gemm
 
@@ -189,7 +182,7 @@ def test_triton_kernels_match_their_references_on_a_gpu(fmt, act):
 
 
 def test_fp16_baseline_runs_the_same_plan_without_codes():
-    m, calib, inputs = _tiny_bert()
+    m, calib, inputs = tiny_bert()
     with torch.no_grad():
         ref_x, _ = m(inputs["input_ids"])
         x, _ = encoder.build(m, calib, "fp16")(inputs["input_ids"])
@@ -337,7 +330,7 @@ def test_layernorm_finishes_a_library_gemms_epilogue():
 
 
 def test_the_encoder_takes_cublaslt_only_for_the_shapes_the_tuner_gave_it(monkeypatch):
-    m, calib, inputs = _tiny_bert()
+    m, calib, inputs = tiny_bert()
     eng = encoder.build(m, calib, "fp8")
     with torch.no_grad():
         own = eng(inputs["input_ids"])[0]

@@ -8,20 +8,13 @@ import torch
 
 from helpers.deploy.engine8 import encoder, formats, kernels, norm
 from helpers.errors import InputError
-
-
-def _tiny_bert():
-    from helpers.models.bert import bert_base, bert_inputs
-
-    torch.manual_seed(0)
-    m = bert_base(16, n_layers=2, d_model=64, n_heads=4, d_ff=128, vocab=97)
-    return m, [bert_inputs(4, 16, vocab=97, seed=s) for s in (1, 2)], bert_inputs(3, 16, vocab=97, seed=3)
+from tests.support.tiny_models import tiny_bert
 
 
 @pytest.mark.parametrize("library", [False, True])
 @pytest.mark.parametrize("fmt", ["fp8", "int8"])
 def test_each_residual_is_the_codes_its_sublayers_gemm_read(monkeypatch, fmt, library):
-    m, calib, inputs = _tiny_bert()
+    m, calib, inputs = tiny_bert()
     eng = encoder.build(m, calib, fmt, skip8=True)
     if library and fmt == "fp8":  # the cuBLASLt path: its LayerNorm adds the residual
         t, lay = inputs["input_ids"].numel(), eng.layers[0]
@@ -59,7 +52,7 @@ def test_each_residual_is_the_codes_its_sublayers_gemm_read(monkeypatch, fmt, li
 
 @pytest.mark.parametrize("fmt,tol", [("fp8", 0.1), ("int8", 0.06)])
 def test_the_8bit_skip_tracks_the_float_model(fmt, tol):
-    m, calib, inputs = _tiny_bert()
+    m, calib, inputs = tiny_bert()
     with torch.no_grad():
         ref_x, _ = m(inputs["input_ids"])
         x, _ = encoder.build(m, calib, fmt, skip8=True)(inputs["input_ids"])
@@ -68,7 +61,7 @@ def test_the_8bit_skip_tracks_the_float_model(fmt, tol):
 
 
 def test_the_fp16_baseline_has_no_8bit_skip():
-    m, calib, _ = _tiny_bert()
+    m, calib, _ = tiny_bert()
     assert not encoder.build(m, calib, "fp16", skip8=True).skip8
 
 
@@ -111,7 +104,7 @@ def test_the_layernorm_with_an_8bit_residual_matches_its_reference_on_a_gpu(fmt)
 def test_a_gemm_with_only_its_bias_runs_in_cublaslt_scaled_per_channel_where_tuned(monkeypatch):
     """QKV takes cuBLASLt's row-wise scaled GEMM with its bias (BF16 out) only where the tuner gave it that shape; the
     result is the engine's own GEMM's within BF16 rounding, and attention then reads BF16."""
-    m, calib, inputs = _tiny_bert()
+    m, calib, inputs = tiny_bert()
     eng = encoder.build(m, calib, "fp8")
     with torch.no_grad():
         own = eng(inputs["input_ids"])[0]

@@ -30,3 +30,12 @@ def tiny_cnn(seed: int = 0) -> nn.Module:
 def tiny_inputs(n: int = 64, seed: int = 1) -> torch.Tensor:
     """Random inputs of the tiny CNN's shape."""
     return torch.randn(n, 1, 12, 12, generator=torch.Generator().manual_seed(seed))
+
+
+def tiny_bert() -> tuple[nn.Module, list[dict], dict]:
+    """A two-layer BERT (d 64, 4 heads, FFN 128, vocab 97, 16 tokens): the model, two calibration batches, inputs."""
+    from helpers.models.bert import bert_base, bert_inputs
+
+    torch.manual_seed(0)
+    m = bert_base(16, n_layers=2, d_model=64, n_heads=4, d_ff=128, vocab=97)
+    return m, [bert_inputs(4, 16, vocab=97, seed=s) for s in (1, 2)], bert_inputs(3, 16, vocab=97, seed=3)
