@@ -10,12 +10,17 @@ Serves: core — used by every chapter and every lab.
 from __future__ import annotations
 
 import atexit
+import importlib.abc
+import importlib.util
 import os
 import random
 import re
 import shutil
+import sys
 import tempfile
+from importlib.machinery import ModuleSpec
 from pathlib import Path
+from types import ModuleType
 
 from helpers import bench, device
 from helpers.errors import InputError
@@ -39,18 +44,53 @@ def cache_dir() -> Path:
     return path
 
 
+class _SeedOnImport(importlib.abc.MetaPathFinder):
+    """Seeds a module (``module.manual_seed(seed)``) the moment its import finishes, once."""
+
+    def __init__(self, name: str, seed: int):
+        self.name, self.seed = name, seed
+
+    def find_spec(self, fullname: str, path: object = None, target: object = None) -> ModuleSpec | None:
+        """Let the other finders find the module; make its loader seed it after running it."""
+        if fullname != self.name:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)
+        loader = spec.loader if spec is not None else None
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        run = loader.exec_module
+
+        def exec_then_seed(module: ModuleType) -> None:
+            run(module)
+            module.manual_seed(self.seed)
+
+        loader.exec_module = exec_then_seed  # type: ignore[method-assign]  # this spec's own loader object
+        return spec
+
+
+def seed_on_import(name: str, seed: int) -> None:
+    """Seed module `name` now when it is imported, else right after its import (what seeding it now would give:
+    nothing can draw from its generator before it exists)."""
+    for hook in [h for h in sys.meta_path if isinstance(h, _SeedOnImport) and h.name == name]:
+        sys.meta_path.remove(hook)
+    if name in sys.modules:
+        sys.modules[name].manual_seed(seed)
+    else:
+        sys.meta_path.insert(0, _SeedOnImport(name, seed))
+
+
 def seed_everything(seed: int = 0) -> None:
-    """Seed Python, numpy and torch (when installed) for repeatable runs."""
+    """Seed Python, numpy and torch (when installed) for repeatable runs.
+
+    torch is seeded when the notebook imports it, not imported here: importing it costs about 2 s, which a
+    notebook that never uses torch (the numpy and numba labs and chapters) would pay at its first cell.
+    """
     import numpy as np
 
     random.seed(seed)
     np.random.seed(seed)
-    try:
-        import torch
-
-        torch.manual_seed(seed)
-    except ImportError:
-        pass
+    seed_on_import("torch", seed)
 
 
 def start(notebook: str, seed: int = 0, quiet: bool = False) -> bool:

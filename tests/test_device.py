@@ -138,3 +138,34 @@ def test_inductor_cache_goes_to_a_writable_course_cache_only(tmp_path, monkeypat
         assert "TORCHINDUCTOR_CACHE_DIR" not in os.environ
     finally:
         tmp_path.chmod(0o755)
+
+
+def test_a_module_is_seeded_once_the_moment_it_is_imported(tmp_path, monkeypatch):
+    """start() seeds torch when the notebook imports it, not before (helpers.session.seed_on_import): the last seed
+    asked for counts, once; a module already imported is seeded at once."""
+    from helpers import session
+
+    (tmp_path / "fake_rng.py").write_text("seeds = []\n\ndef manual_seed(s):\n    seeds.append(s)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "fake_rng", raising=False)
+    try:
+        session.seed_on_import("fake_rng", 3)
+        session.seed_on_import("fake_rng", 7)
+        assert "fake_rng" not in sys.modules
+        import fake_rng
+
+        assert fake_rng.seeds == [7]
+        session.seed_on_import("fake_rng", 9)
+        assert fake_rng.seeds == [7, 9]
+        assert not [h for h in sys.meta_path if isinstance(h, session._SeedOnImport)]
+    finally:
+        sys.meta_path[:] = [h for h in sys.meta_path if not isinstance(h, session._SeedOnImport)]
+        sys.modules.pop("fake_rng", None)
+
+
+def test_start_leaves_torch_unimported_and_seeds_it_on_import():
+    """A numpy notebook does not pay torch's import; one that imports torch later draws what seed 0 gives."""
+    code = ("import sys, helpers; helpers.start('ch00_probe', quiet=True); assert 'torch' not in sys.modules\n"
+            "import torch; a = torch.rand(4); torch.manual_seed(0); assert torch.equal(a, torch.rand(4)); print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "ok", out.stderr[-2000:]

@@ -6,16 +6,28 @@ the ways the course prints them) and the numbers the official solution prints in
 answers (cells where the unfinished lab says "not done yet" or prints nothing). A number the lab's own text
 already states is not a spoiler. The solution is executed only for a lab that prints a number its text does
 not state, since only such a number can be one. The outputs must also fit the page: no output line wider than PAGE characters.
+The labs run two at a time, each in its own kernel.
+
+The same run shows that the unfinished lab is ready for students and for the grader (test_all_labs.py grades only the
+solutions): Run All never stops (no cell raises: demo cells that need a student's function ask
+helpers.grading.ready() first), every graded test of the solution is in the lab and says "not done yet" (the grader's
+probe decides that with the same is_stub as check(), so the grader scores the lab zero with that message), and no cell
+prints more than the grader keeps of a cell (a longer one would put a note in the lab's grading).
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import nbformat
 import pytest
+
+from instructors.batch.runner import Limits
+from instructors.batch.worker import is_test_cell
 
 ROOT = Path(__file__).resolve().parents[2]
 LABS = sorted((ROOT / "labs").glob("lab*.ipynb"))
@@ -103,6 +115,28 @@ def spoilers(lab: nbformat.NotebookNode, lab_name: str, solution: nbformat.Noteb
     return found
 
 
+def errors(nb: nbformat.NotebookNode) -> list[tuple[int, str, str]]:
+    """(cell, error name, message) of every cell that raised."""
+    return [(i, o.get("ename", ""), o.get("evalue", "")) for i, c in enumerate(nb.cells) if c.cell_type == "code"
+            for o in c.get("outputs", []) if o.get("output_type") == "error"]
+
+
+def not_done_yet(lab: nbformat.NotebookNode, solution: dict) -> list[str]:
+    """Every graded test of the solution whose cell in the run lab is missing or does not say NOT_DONE."""
+    said = {c.metadata["nbgrader"]["grade_id"]: output_text(c) for c in lab.cells
+            if c.cell_type == "code" and is_test_cell(c)}
+    graded = [c["metadata"]["nbgrader"]["grade_id"] for c in solution["cells"]
+              if c.get("cell_type") == "code" and is_test_cell(c)]
+    return [f"{gid}: {said[gid]!r}" if gid in said else f"{gid}: no such test cell in the lab" for gid in graded
+            if NOT_DONE not in said.get(gid, "")]
+
+
+def too_long(nb: nbformat.NotebookNode, limit: int = Limits().max_output_chars) -> list[str]:
+    """Cells that print more than `limit` characters, as 'cell N: C characters'."""
+    return [f"cell {i}: {len(output_text(c))} characters" for i, c in enumerate(nb.cells)
+            if c.cell_type == "code" and len(output_text(c)) > limit]
+
+
 def too_wide(nb: nbformat.NotebookNode) -> list[str]:
     """Rows of displayed tables wider than the page, as 'cell N: W characters' (printed text wraps; a table's
     rows do not; its caption, the first line, wraps too)."""
@@ -142,17 +176,54 @@ def test_a_planted_stored_value_and_a_solution_value_are_found(tmp_path: Path) -
     wide = _notebook(("t()", ""))
     wide.cells[0].outputs = [nbformat.v4.new_output("display_data", data={"text/plain": "caption\n" + "x" * (PAGE + 1)})]
     assert too_wide(wide) == [f"cell 0: {PAGE + 1} characters"] and not too_wide(clean)
+    assert too_long(wide, limit=PAGE) == [f"cell 0: {PAGE + 9} characters"] and not too_long(clean)
+
+
+def test_a_raising_cell_and_a_test_that_is_not_just_not_done_are_found() -> None:
+    def graded(nb: nbformat.NotebookNode, i: int, gid: str) -> None:
+        nb.cells[i].metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": gid, "points": 1}
+
+    lab = _notebook(("demo(gemv)", ""), ("check('lab99.gemv', gemv)", "lab99.gemv: not done yet"),
+                    ("check('lab99.gemm', gemm)", "lab99.gemm: your function raised TypeError"))
+    lab.cells[0].outputs = [nbformat.v4.new_output("error", ename="NotImplementedError", evalue="", traceback=[])]
+    graded(lab, 1, "lab99-gemv")
+    graded(lab, 2, "lab99-gemm")
+    solution = nbformat.from_dict(json.loads(nbformat.writes(lab)))
+    graded(solution, 0, "lab99-gone")
+    assert errors(lab) == [(0, "NotImplementedError", "")]
+    assert not_done_yet(lab, solution) == ["lab99-gone: no such test cell in the lab",
+                                           "lab99-gemm: 'lab99.gemm: your function raised TypeError'"]
+
+
+def run_lab(lab: Path) -> tuple[nbformat.NotebookNode, nbformat.NotebookNode | None]:
+    """The lab after Run All, and its solution after Run All where the lab prints a telling number its text does not
+    state (no such number, no spoiler possible: most labs print none, and a solution's run is the slow part)."""
+    done = execute(lab)
+    shown = set().union(*(numbers(output_text(c)) for c in done.cells if c.cell_type == "code"))
+    stated = numbers("\n".join(c.source for c in done.cells))
+    return done, execute(ROOT / "solutions" / lab.name) if shown - stated else None
+
+
+@pytest.fixture(scope="module")
+def runs() -> Iterator[dict[str, Future]]:
+    """Every lab's run_lab, two kernels at a time (a kernel computes on one core, mostly); each test waits for its own."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = {lab.stem: pool.submit(run_lab, lab) for lab in LABS}
+        yield futures
+        for f in futures.values():
+            f.cancel()
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("lab", LABS, ids=[p.stem for p in LABS])
-def test_the_unfinished_lab_shows_no_answer_and_fits_the_page(lab: Path) -> None:
-    done = execute(lab)
-    # The solution runs only when the unfinished lab prints a telling number its text does not state: no such
-    # number, no spoiler possible (most labs print none, and a solution's run is the slow part).
-    shown = set().union(*(numbers(output_text(c)) for c in done.cells if c.cell_type == "code"))
-    stated = numbers("\n".join(c.source for c in done.cells))
-    solution = execute(ROOT / "solutions" / lab.name) if shown - stated else None
+def test_the_unfinished_lab_runs_all_shows_no_answer_and_fits_the_page(lab: Path, runs: dict) -> None:
+    done, solution = runs[lab.stem].result()
+    assert not errors(done), (f"Run All stops in the unfinished {lab.name}: (cell, error, message) {errors(done)}. "
+                              "Wrap each demo that calls a student's function in `if ready(fn, ...):`")
+    official = json.loads((ROOT / "solutions" / lab.name).read_text(encoding="utf-8"))
+    assert not not_done_yet(done, official), (f"{lab.name}, run unfinished: these graded tests do not say "
+                                              f"'{NOT_DONE}': {not_done_yet(done, official)}")
+    assert not too_long(done), f"{lab.name}: cells print more than the grader keeps: {too_long(done)}"
     found = spoilers(done, lab.stem.split("_")[0], solution)
     assert not found, (f"{lab.name}, run unfinished, shows the official solution's numbers before the student's "
                        f"code ran: {found}. Fix: show them only after ready(...) in the solution and its kit, "

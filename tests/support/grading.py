@@ -1,4 +1,5 @@
-"""A tiny fixture lab (lab98) with its answer key, and student submissions of it, for the grading tests."""
+"""A tiny fixture lab (lab98) with its answer key, and student submissions of it (and an old release's lab06), for the
+grading tests."""
 
 from __future__ import annotations
 
@@ -114,6 +115,24 @@ def write_nb(path: Path, nb: dict) -> Path:
 
 ROOT = Path(__file__).resolve().parents[2]
 SOLUTION_FILES = sorted((ROOT / "solutions").glob("lab*.ipynb"))
+LAB06 = ROOT / "solutions" / "lab06_ptq_sensitivity.ipynb"
+NEW_IMPORT, OLD_IMPORT = "from helpers.model_quant import ptq", "from helpers import ptq"  # the module moved after a release
+
+
+def cell_source(cell: dict) -> str:
+    """A cell's source as one string."""
+    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+
+
+def old_release_lab06() -> dict:
+    """lab06's solution as a student of the previous release sent it: its setup cell imports the old module,
+    and the student added a scratch cell."""
+    nb = json.loads(LAB06.read_text(encoding="utf-8"))
+    setup = next(c for c in nb["cells"] if NEW_IMPORT in cell_source(c))
+    setup["source"] = cell_source(setup).replace(NEW_IMPORT, OLD_IMPORT)
+    nb["cells"].insert(5, {"cell_type": "code", "metadata": {}, "id": "a1b2c3d4", "execution_count": None,
+                           "outputs": [], "source": "print('my own scratch work')"})
+    return nb
 BOILERPLATE = {"i = cuda.grid(1)"}  # also in the code a lab gives (the kernel to fix), not an answer
 CODE_LIKE = re.compile(r"=|\breturn\b|[-+*/%\[]| if | for ")  # a statement, not a bare name or call
 

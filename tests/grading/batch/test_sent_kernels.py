@@ -1,7 +1,8 @@
 """The batch grader launches a kernel lab's kernel itself: the kernel sent (and each device function it calls)
 must be defined in the submitted notebook, whatever its layout; the course's own kernel, sent by a patched
 describe, is refused with one line; the launch is built from the grader's inputs, never the submission's; a
-device function's values are recomputed in the compile helper, so forged ones do not pass."""
+device function's values are recomputed in the compile helper, so forged ones do not pass; the lab's untouched stub
+kernel is "not done yet"."""
 
 from __future__ import annotations
 
@@ -197,12 +198,14 @@ from helpers.labs.lab02_coalescing_and_transpose import kit
 _real_run = kit.run_copy
 kit.run_copy = lambda fn, x: _real_run(fn, -x)
 '''
-SUBMISSIONS = {"honest": HONEST, "sends_reference": SENDS_REFERENCE, "patches_inputs": PATCHES_INPUTS}
+SUBMISSIONS = {"honest": HONEST, "sends_reference": SENDS_REFERENCE, "patches_inputs": PATCHES_INPUTS,
+               "stub": None}  # None: the generated lab's answer cell, untouched
 
 
-def _copy_only(answer: str | None = None) -> dict:
-    """Lab 2's solution cut to its set-up cell and the copy exercise (its answer cell replaced by `answer`)."""
-    nb = json.loads((ROOT / "solutions" / f"{LAB02}.ipynb").read_text(encoding="utf-8"))
+def _copy_only(answer: str | None = None, folder: str = "solutions") -> dict:
+    """Lab 2's solution (or generated lab) cut to its set-up cell and the copy exercise (its answer cell replaced by
+    `answer`)."""
+    nb = json.loads((ROOT / folder / f"{LAB02}.ipynb").read_text(encoding="utf-8"))
     gid = lambda c: c["metadata"].get("nbgrader", {}).get("grade_id")  # noqa: E731
     setup = next(c for c in nb["cells"] if c["cell_type"] == "code" and "helpers.start" in "".join(c["source"]))
     code = next(c for c in nb["cells"] if gid(c) == "lab02-copy_code")
@@ -221,7 +224,8 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> dict:
     subs = root / "subs"
     subs.mkdir()
     for name, answer in SUBMISSIONS.items():
-        (subs / f"{LAB02}__{name}.ipynb").write_text(json.dumps(_copy_only(answer)), encoding="utf-8")
+        nb = _copy_only(answer) if answer is not None else _copy_only(folder="labs")
+        (subs / f"{LAB02}__{name}.ipynb").write_text(json.dumps(nb), encoding="utf-8")
     result = grade([subs], root / "out", solutions_dir=root / "solutions", jobs=2, quiet=True)
     return {g.submission.student: g for g in result}
 
@@ -253,3 +257,9 @@ def test_a_describe_that_sends_the_course_kernel_is_rejected_in_one_line(graded)
 def test_a_runner_that_patches_the_inputs_cannot_pass_a_wrong_kernel(graded):
     points, message = _outcome(graded, "patches_inputs")
     assert points == 0 and "yours -" in message, message
+
+
+@needs_bwrap
+@pytest.mark.slow
+def test_the_untouched_kernel_stub_is_not_done_yet(graded):
+    assert _outcome(graded, "stub") == (0.0, "NotImplementedError: not done yet (the stub was not replaced)")
