@@ -101,7 +101,7 @@ def test_encoder_engine_tracks_the_float_model(fmt, tol):
 def test_gemms_are_tuned_with_the_epilogues_the_forward_runs(monkeypatch):
     """The tuner's BERT_EPILOGUES (per BERT-base shape, in BERT_SHAPES order: qkv, out, ffn1, ffn2) are what each
     GEMM of the engine's forward fuses: a configuration tuned without its GELU or residual read is a different one."""
-    from helpers.chapters.ch09_deployment import engine_bench as eb
+    from helpers.chapters.ch09_deployment import engine_tune as et
 
     m, calib, inputs = tiny_bert()
     eng = encoder.build(m, calib, "fp8")
@@ -115,7 +115,7 @@ def test_gemms_are_tuned_with_the_epilogues_the_forward_runs(monkeypatch):
     with torch.no_grad():
         eng(inputs["input_ids"])
     want = [{"act": ep.get("act", "none"), "residual": bool(ep.get("residual")), "codes": bool(ep.get("codes"))}
-            for ep in (eb.BERT_EPILOGUES[s] for s in eb.BERT_SHAPES)]
+            for ep in (et.BERT_EPILOGUES[s] for s in et.BERT_SHAPES)]
     assert seen == want * len(eng.layers)
 
 
@@ -345,26 +345,26 @@ def test_the_encoder_takes_cublaslt_only_for_the_shapes_the_tuner_gave_it(monkey
 
 
 def test_tuned_rows_name_the_library_and_the_layernorm_timed_with_it():
-    from helpers.chapters.ch09_deployment import engine_bench as eb
+    from helpers.chapters.ch09_deployment import engine_tune as et
 
     shape = (4096, 768, 3072)
     rows = [{"shape": shape, "config": (1, 2), "tflops": 500.0},
             {"shape": shape, "config": (1, 2), "with": "LayerNorm", "tflops": 400.0},
             {"shape": shape, "config": norm.CUBLASLT, "with": "LayerNorm", "tflops": 450.0}]
-    got = eb.tuned_rows("fp8", {shape: norm.CUBLASLT}, rows)
+    got = et.tuned_rows("fp8", {shape: norm.CUBLASLT}, rows)
     assert got == [{"format": "fp8", "shape": "4096x768x3072 + LayerNorm", "TFLOP/s": 450.0, "config": ["cuBLASLt"]}]
-    assert eb.tuned_rows("fp8", {shape: (1, 2)}, rows)[0]["TFLOP/s"] == 400.0  # timed as the forward runs it
+    assert et.tuned_rows("fp8", {shape: (1, 2)}, rows)[0]["TFLOP/s"] == 400.0  # timed as the forward runs it
 
 
 def test_dispatch_takes_cublaslt_only_where_its_pair_was_faster():
-    from helpers.chapters.ch09_deployment import engine_bench as eb
+    from helpers.chapters.ch09_deployment import engine_tune as et
 
     s1, s2 = (4096, 768, 768), (4096, 768, 3072)
     rows = [{"shape": s1, "config": (1,), "with": "LayerNorm", "us": 10.0},
             {"shape": s1, "config": norm.CUBLASLT, "with": "LayerNorm", "us": 11.0},
             {"shape": s2, "config": (2,), "with": "LayerNorm", "us": 30.0},
             {"shape": s2, "config": norm.CUBLASLT, "with": "LayerNorm", "us": 25.0}]
-    assert eb.dispatch({s1: (1,), s2: (2,)}, rows) == {s1: (1,), s2: norm.CUBLASLT}
+    assert et.dispatch({s1: (1,), s2: (2,)}, rows) == {s1: (1,), s2: norm.CUBLASLT}
     with pytest.raises(InputError, match="lt_gemm"):  # the library's name is no tile configuration
         kernels.gemm(*_int8_case()[:3], config=norm.CUBLASLT)
 
@@ -404,3 +404,32 @@ def test_a_residual_of_codes_matches_its_reference_on_a_gpu(fmt):
         # INT8 sums are exact; FP8 tensor cores sum with less than FP32's precision: an error against max |y|
         err = (got.cpu().float() - ref.float()).abs().max() / ref.float().abs().max()
         assert err <= (1e-3 if fmt == "int8" else 5e-3), (fmt, r, err.item())
+
+
+def test_compiling_ahead_changes_nothing_without_triton_on_the_cpu():
+    a, w = torch.randint(-127, 128, (8, 16), dtype=torch.int8), torch.randint(-127, 128, (4, 16), dtype=torch.int8)
+    scale = torch.full((4,), 0.01)
+    with kernels.compiling_ahead() as ahead:
+        y = kernels.gemm(a, w, scale)  # a CPU tensor: the exact reference runs, inside the block too
+    assert not ahead or kernels.triton is not None
+    assert torch.equal(y, kernels.gemm(a, w, scale))
+
+
+@pytest.mark.gpu
+def test_kernels_compiled_ahead_run_afterwards_and_a_config_that_does_not_fit_still_raises_when_run():
+    if not torch.cuda.is_available() or kernels.triton is None:
+        pytest.skip("needs a CUDA GPU and Triton")
+    g = torch.Generator().manual_seed(8)
+    a, w = (torch.randint(-127, 128, s, generator=g, dtype=torch.int8) for s in ((256, 128), (192, 128)))
+    scale, cfg, huge = torch.rand(192, generator=g) * 1e-3, (64, 64, 64, 8, 4, 3), (256, 256, 256, 8, 4, 8)
+    want = kernels.gemm(a, w, scale, config=cfg)
+    with kernels.compiling_ahead() as ahead:
+        kernels.gemm(a.cuda(), w.cuda(), scale.cuda(), config=cfg)
+        kernels.gemm(a.cuda(), w.cuda(), scale.cuda(), config=huge)  # needs more shared memory than any GPU has
+    assert not kernels._ahead["on"]
+    got = kernels.gemm(a.cuda(), w.cuda(), scale.cuda(), config=cfg)
+    assert torch.allclose(got.cpu().float(), want.float(), rtol=1e-3, atol=1e-3), "the kernel compiled ahead misruns"
+    if ahead:
+        with pytest.raises(Exception):
+            kernels.gemm(a.cuda(), w.cuda(), scale.cuda(), config=huge)
+            torch.cuda.synchronize()

@@ -125,13 +125,13 @@ def test_a_gemm_with_only_its_bias_runs_in_cublaslt_scaled_per_channel_where_tun
 
 
 def test_the_tuner_labels_cublaslt_rows_with_what_was_timed_beside_the_gemm():
-    from helpers.chapters.ch09_deployment import engine_bench as eb
+    from helpers.chapters.ch09_deployment import engine_tune as et
 
     s = (4096, 2304, 768)
     rows = [{"shape": s, "config": (1,), "with": "bias", "us": 27.0, "tflops": 540.0},
             {"shape": s, "config": norm.CUBLASLT, "with": "bias", "us": 23.0, "tflops": 630.0}]
-    assert eb.dispatch({s: (1,)}, rows) == {s: norm.CUBLASLT}
-    assert eb.tuned_rows("fp8", {s: norm.CUBLASLT}, rows)[0]["shape"] == "4096x2304x768"  # no LayerNorm timed with it
+    assert et.dispatch({s: (1,)}, rows) == {s: norm.CUBLASLT}
+    assert et.tuned_rows("fp8", {s: norm.CUBLASLT}, rows)[0]["shape"] == "4096x2304x768"  # no LayerNorm timed with it
 
 
 @pytest.mark.gpu
@@ -146,3 +146,26 @@ def test_cublaslts_scaled_gemm_with_its_bias_matches_its_reference_on_a_gpu():
     got = norm.lt_gemm(a.cuda(), w.cuda(), scale.cuda(), bias.cuda()).cpu().float()
     # BF16 out, and FP8 tensor cores sum with less than FP32's precision: an error against max |y|, as for the convs
     assert (got - ref).abs().max() / ref.abs().max() <= 5e-3
+
+
+@pytest.mark.gpu
+def test_the_tuned_forward_with_cublaslt_gemms_agrees_with_the_untuned_engine_and_its_twin_on_a_gpu():
+    """What notebook 09 times: the FP8 engine with cuBLASLt for QKV, out-proj and ffn2 (as a tuner may pick), on the
+    GPU, gives the output of the engine's own kernels and of its CPU twin within 8-bit rounding."""
+    if not torch.cuda.is_available() or kernels.triton is None:
+        pytest.skip("needs a CUDA GPU and Triton")
+    m, calib, inputs = tiny_bert()
+    with torch.no_grad():
+        twin = encoder.build(m, calib, "fp8")(inputs["input_ids"])[0].float()
+        m = m.cuda()
+        eng = encoder.build(m, [{k: v.cuda() for k, v in c.items()} for c in calib], "fp8")
+        m.half()
+        ids = inputs["input_ids"].cuda()
+        own = eng(ids)[0].float().cpu()
+        lay, t = eng.layers[0], ids.numel()
+        eng.configs = {(t, lin.w.shape[0], lin.w.shape[1]): norm.CUBLASLT for lin in (lay.qkv, lay.out, lay.ffn2)}
+        tuned = eng(ids)[0].float().cpu()
+    assert torch.isfinite(tuned).all()
+    for name, ref in (("the untuned engine", own), ("the CPU twin", twin)):
+        rel = ((tuned - ref).norm() / ref.norm()).item()
+        assert rel < 0.05, f"the cuBLASLt-tuned forward is {rel:.3f} away from {name}"

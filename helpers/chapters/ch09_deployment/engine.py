@@ -18,6 +18,7 @@ import torch
 
 from helpers import spread
 from helpers.chapters.ch09_deployment import engine_bench as eb
+from helpers.chapters.ch09_deployment import engine_tune as et
 from helpers.chapters.ch09_deployment.workloads import MLPERF_RESNET50_H200
 from helpers.experiment import Experiment, Rows, Table
 from helpers.spread import Spread
@@ -154,7 +155,7 @@ def measure(batch: int = 32, seq: int = 128, images: int = 256, torchao: bool = 
         rn, errors, tuned = eb.resnet_variants(images)
         _failed(errors)
         out["tuned"] = out.get("tuned", []) + tuned
-        out["resnet"] = _rate_rows(eb.interleaved(rn, rounds=12, inner=3), images, "images/s")
+        out["resnet"] = _rate_rows(et.interleaved(rn, rounds=12, inner=3), images, "images/s")
         for k, v in _parts("ResNet-50", rn, tuple(rn)).items():
             out[k] = out.get(k, []) + v
         rn.clear()
@@ -176,9 +177,9 @@ def _measure_bert(batch: int, seq: int, torchao: bool) -> Rows:
     step("tuning the fused GEMM per shape")
     tuned, engine_configs, tuned_rows = {}, {}, []
     for fmt in eb.FORMATS:
-        best, rows = eb.tune(fmt)
-        tuned[fmt], engine_configs[fmt] = best, eb.dispatch(best, rows)
-        tuned_rows += eb.tuned_rows(fmt, engine_configs[fmt], rows)
+        best, rows = et.tune(fmt)
+        tuned[fmt], engine_configs[fmt] = best, et.dispatch(best, rows)
+        tuned_rows += et.tuned_rows(fmt, engine_configs[fmt], rows)
     bar.update()
     step("GEMMs at BERT-base shapes")
     gemm = eb.gemm_table(tuned)
@@ -195,7 +196,7 @@ def _measure_bert(batch: int, seq: int, torchao: bool) -> Rows:
             torch.cuda.synchronize()
         except Exception as exc:
             raise RuntimeError(f"BERT-base path {name!r} failed when run after the others were built: {exc}") from exc
-    bert_rows = _rate_rows(eb.interleaved(bert, rounds=15, inner=5), batch, "sequences/s")
+    bert_rows = _rate_rows(et.interleaved(bert, rounds=15, inner=5), batch, "sequences/s")
     unfused, errors = eb.bert_variants(batch, seq, engine_configs, paths=(UNFUSED,))  # traced only: what fusion removes
     _failed(errors)
     parts = _parts("BERT-base", {**bert, **unfused}, (UNFUSED, "fp16 compiled + CUDA graph", "fp16 engine + CUDA graph",
@@ -209,7 +210,7 @@ def _measure_bert(batch: int, seq: int, torchao: bool) -> Rows:
         _failed(errors)
         if peers:
             same = {k: bert[k] for k in ("fp16 compiled + CUDA graph", "fp8 engine + CUDA graph") if k in bert}
-            torchao_rows = _rate_rows(eb.interleaved({**same, **peers}, rounds=15, inner=5), batch, "sequences/s")
+            torchao_rows = _rate_rows(et.interleaved({**same, **peers}, rounds=15, inner=5), batch, "sequences/s")
     bar.update()
     bert.clear()
     torch.cuda.empty_cache()

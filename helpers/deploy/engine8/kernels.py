@@ -23,6 +23,10 @@ Serves: core — used by chapter 9.
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import torch
@@ -36,6 +40,8 @@ try:  # Triton comes with PyTorch's CUDA wheels, not with the CPU wheel
     import triton.language as tl
 except ImportError:  # pragma: no cover - depends on the wheel
     triton = None
+
+_ahead = {"on": False}  # inside compiling_ahead(): kernels are compiled, not run
 
 # 'gelu': BERT's erf GELU; 'gelu_tanh': its tanh approximation (as TensorRT's BERT plugins and FasterTransformer use),
 # within 4.8e-4 of erf's everywhere (tests/deploy/test_engine8.py), computed on the GPU with the hardware's
@@ -268,6 +274,47 @@ def _launch_args(scale: torch.Tensor, bias: torch.Tensor | None, residual: torch
             bias if bias is not None else scale, residual if residual is not None else scale)
 
 
+def _async_compile_mode() -> Any:
+    """Triton's AsyncCompileMode (compiles handed to a pool of threads), or None where this Triton has none."""
+    if triton is None:
+        return None
+    mode = getattr(triton, "AsyncCompileMode", None)
+    if mode is None:
+        with contextlib.suppress(ImportError):
+            from triton.runtime._async_compile import AsyncCompileMode as mode
+    return mode
+
+
+@contextlib.contextmanager
+def compiling_ahead(workers: int | None = None) -> Iterator[bool]:
+    """Inside the block the kernels are compiled, not run: each ``gemm`` or ``conv`` call hands the compile of its
+    kernel to a pool of `workers` threads (default: one per core, at most 16) and returns its outputs unwritten;
+    leaving the block waits for every compile. A tuner's candidates are each a kernel of their own to compile (about
+    a second each); compiled side by side on the host's cores they cost a fraction of that, and the tuner's loop
+    afterwards only times. A compile that fails is left for the call that runs the kernel, which raises as usual.
+    The block's value says whether calls only compile: False where this Triton has no AsyncCompileMode, or there is
+    no Triton (then the block changes nothing: calls run)."""
+    mode = _async_compile_mode()
+    if mode is None or _ahead["on"]:
+        yield _ahead["on"]
+        return
+    with ThreadPoolExecutor(workers or min(16, os.cpu_count() or 1), thread_name_prefix="triton-compile") as pool, \
+            mode(pool, ignore_errors=True):
+        _ahead["on"] = True
+        try:
+            yield True
+        finally:
+            _ahead["on"] = False
+
+
+def _run(kernel: Any, grid: tuple[int, ...], *args: Any, **kw: Any) -> None:
+    """Launch a Triton kernel on torch's current stream, or inside ``compiling_ahead`` only compile it."""
+    if _ahead["on"]:
+        kernel.warmup(*args, grid=grid, **kw)
+    else:
+        kernel[grid](*args, **kw)
+
+
 def gemm(a: torch.Tensor, w: torch.Tensor, scale: torch.Tensor, *, bias: torch.Tensor | None = None,
          residual: torch.Tensor | None = None, residual_scale: float | None = None, act: str = "none",
          fp16: bool | None = None, out: tuple[str, float] | None = None, config: tuple[int, ...] | None = None) -> Any:
@@ -293,11 +340,10 @@ def gemm(a: torch.Tensor, w: torch.Tensor, scale: torch.Tensor, *, bias: torch.T
     kind, mul = out_spec(out)
     y, q = outputs((m, n), a.device, fp16, out)
     grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn),)
-    _gemm_kernel[grid](a, w, *_launch_args(scale, bias, residual, y, q), m, n, k, mul, res_mul,
-                       HAS_BIAS=bias is not None, HAS_RES=residual is not None, RES_CODES=res_codes, ACT=ACTS[act],
-                       WRITE_Y=fp16,
-                       OUT_KIND=kind, INT_ACC=a.dtype == torch.int8, EVEN_K=k % bk == 0,
-                       BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=gm, num_warps=warps, num_stages=stages)
+    _run(_gemm_kernel, grid, a, w, *_launch_args(scale, bias, residual, y, q), m, n, k, mul, res_mul,
+         HAS_BIAS=bias is not None, HAS_RES=residual is not None, RES_CODES=res_codes, ACT=ACTS[act], WRITE_Y=fp16,
+         OUT_KIND=kind, INT_ACC=a.dtype == torch.int8, EVEN_K=k % bk == 0,
+         BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=gm, num_warps=warps, num_stages=stages)
     return result(y, q)
 
 
@@ -334,10 +380,10 @@ def conv(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor, *, stride: int |
     y, q = outputs((nb, ho, wo, cout), x.device, fp16, out)
     bk = min(bk, max(32, triton.next_power_of_2(c)))
     grid = (triton.cdiv(nb * ho * wo, bm) * triton.cdiv(cout, bn),)
-    _conv_kernel[grid](x, w, *_launch_args(scale, bias, residual, y, q), nb, h, wd, c, ho, wo, cout, mul, res_mul,
-                       R=r, S=s, SH=sh, SW=sw, PH=ph, PW=pw, HAS_BIAS=bias is not None, HAS_RES=residual is not None,
-                       RES_CODES=res_codes, ACT=ACTS[act], WRITE_Y=fp16, OUT_KIND=kind, INT_ACC=x.dtype == torch.int8,
-                       BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=gm, num_warps=warps, num_stages=stages)
+    _run(_conv_kernel, grid, x, w, *_launch_args(scale, bias, residual, y, q), nb, h, wd, c, ho, wo, cout, mul, res_mul,
+         R=r, S=s, SH=sh, SW=sw, PH=ph, PW=pw, HAS_BIAS=bias is not None, HAS_RES=residual is not None,
+         RES_CODES=res_codes, ACT=ACTS[act], WRITE_Y=fp16, OUT_KIND=kind, INT_ACC=x.dtype == torch.int8,
+         BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=gm, num_warps=warps, num_stages=stages)
     return result(y, q)
 
 

@@ -12,7 +12,7 @@ The identity path reads the block input's own codes (the ones its first convolut
 TensorRT's INT8 residual add does: the block's output is written once, in 8 bits, and no FP16 copy of it crosses
 memory. The projection path (first block of a stage) stays FP16. The stem (3 input channels: too few for 8-bit
 tensor cores), the pooling and the classifier stay in FP16. ``configs`` maps a convolution's shape to the kernel
-configuration measured fastest for it (``helpers.chapters.ch09_deployment.engine_bench.tune_convs``).
+configuration measured fastest for it (``helpers.chapters.ch09_deployment.engine_tune.tune_convs``).
 ``build(model, calib, fmt)`` calibrates with the course's calibrator and returns a ``ResNetEngine``; on the CPU it
 runs the kernels' exact references (the engine's fake-quant twin).
 
