@@ -433,3 +433,45 @@ def test_kernels_compiled_ahead_run_afterwards_and_a_config_that_does_not_fit_st
         with pytest.raises(Exception):
             kernels.gemm(a.cuda(), w.cuda(), scale.cuda(), config=huge)
             torch.cuda.synchronize()
+
+
+def test_the_context_codes_on_the_cpu_are_sdpa_then_quantize_and_the_fused_kernel_says_what_it_takes():
+    from helpers.deploy.engine8 import attention, norm
+
+    g = torch.Generator().manual_seed(9)
+    qkv = torch.randn(2 * 10, 3 * 32, generator=g).half()
+    got = attention.attention_codes(qkv, 2, 2, ("int8", 0.01))
+    want = norm.quantize(attention.attention(*attention.packed(qkv, 2, 2)).reshape(20, 32), ("int8", 0.01))
+    assert got.dtype == torch.int8 and torch.equal(got, want)
+    assert attention.fits(128, 64) and not attention.fits(512, 64) and not attention.fits(128, 48)
+    with pytest.raises(InputError, match="attention_codes"):
+        attention.fused_codes(qkv, 2, 2, ("int8", 0.01))
+    off = want.clone()
+    off[3, 5] = (int(off[3, 5]) + 2) if int(off[3, 5]) < 100 else int(off[3, 5]) - 2  # two codes away: rejected
+    terms = attention.weighted_abs(qkv, 2, 2)
+    assert attention.agrees(want, want, ("int8", 0.01), terms) and not attention.agrees(off, want, ("int8", 0.01),
+                                                                                        terms * 0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fmt,dtype,batch,seq", [("fp8", torch.bfloat16, 4, 128), ("int8", torch.float16, 3, 100),
+                                                  ("fp8", torch.float16, 2, 200)])
+def test_the_fused_attention_writes_the_codes_of_the_float_attention_on_a_gpu(fmt, dtype, batch, seq):
+    from helpers.deploy.engine8 import attention
+
+    if not torch.cuda.is_available() or kernels.triton is None:
+        pytest.skip("needs a CUDA GPU and Triton")
+    heads, hd = 4, 64
+    g = torch.Generator().manual_seed(10)
+    qkv = (torch.randn(batch * seq, 3 * heads * hd, generator=g) * 2).to(dtype)
+    f = formats.get(fmt)
+    scale = 3.0 / f.qmax
+    ref = attention.attention(*attention.packed(qkv.float(), batch, heads)).float().reshape(batch * seq, -1)
+    want, terms = f.quantize(ref, scale), attention.weighted_abs(qkv.float(), batch, heads)
+    for bm in attention.FUSED.values():
+        got = attention.fused_codes(qkv.cuda(), batch, heads, (fmt, scale), bm).cpu()
+        err = (got.float() - want.float()).abs().max().item() * scale
+        assert attention.agrees(got, want, (fmt, scale), terms), f"BLOCK_M {bm}: max error {err:.4g}"
+    codes = attention.attention_codes(qkv.cuda(), batch, heads, (fmt, scale))
+    assert codes.dtype == f.dtype and codes.shape == (batch * seq, heads * hd)
+    assert list(attention.codes_picked().values())[-1] in (attention.UNFUSED, *attention.FUSED)

@@ -1,11 +1,11 @@
 """A Transformer encoder (BERT-base, or the course's small trained encoder) as an 8-bit inference engine.
 
-Per layer, eight kernels and no other pass over memory (TensorRT's fusion plan for BERT, built from the course's
+Per layer, eight kernels (seven where the attention writes codes) and no other pass over memory (TensorRT's fusion plan for BERT, built from the course's
 own kernels in ``helpers.deploy.engine8.kernels``):
 
     qkv  = gemm(x8, Wqkv) + b                   FP16 out (attention reads it in place: no layout copy)
-    ctx  = attention(qkv)                       FP16 fused attention (PyTorch's SDPA, the backend measured fastest)
-    c8   = quantize(ctx)
+    c8   = quantize(attention(qkv))             fused SDPA (the backend measured fastest) and a quantize, or the
+                                                engine's attention kernel writing the codes itself (if faster)
     h    = gemm(c8, Wo) + b + x8 * s_x          residual add in the epilogue, from the codes qkv's GEMM read
     x18  = layernorm(h)                         codes for the next GEMM, and for the next residual add
     f8   = quantize(gelu(gemm(x18, W1) + b))     GELU and the next quantize in the epilogue: 8-bit out
@@ -23,7 +23,7 @@ BF16). The engine takes cuBLASLt for a shape where it measured faster (dispatch 
 
 The GELU is its tanh approximation (``kernels.ACTS['gelu_tanh']``, as TensorRT's BERT plugins and FasterTransformer
 compute it): within 4.8e-4 of BERT's erf GELU, far below one 8-bit step. In a probe on an H100 (2026-12-06, CUDA
-graphs, 9 interleaved rounds; ``../shared/FACTS.md``) it took ffn1's FP8 GEMM from 38.0 to 28.7 µs at the same tile
+graphs, 9 interleaved rounds) it took ffn1's FP8 GEMM from 38.0 to 28.7 µs at the same tile
 configuration, and to 27.6 µs at the best one for it.
 
 Activation scales come from the course's calibration (``helpers.deploy.qdq_model.calibrate``: per-tensor amax
@@ -172,14 +172,12 @@ class EncoderEngine:
         """A sublayer's residual: its input's codes and their scale (skip8), else its FP16 input."""
         return (q, s) if self.skip8 else (x, None)
 
-    @staticmethod
-    def attention(qkv: torch.Tensor, batch: int, heads: int) -> torch.Tensor:
-        """Softmax attention over qkv (T, 3D) read in place as q, k, v (batch, heads, seq, head_dim); FP16 (T, D)."""
-        t, d3 = qkv.shape
-        d = d3 // 3
-        v5 = qkv.view(batch, t // batch, 3, heads, d // heads)
-        q, k, v = (v5[:, :, i].transpose(1, 2) for i in range(3))
-        return attention.attention(q, k, v).view(t, d)  # read in place (strides), the backend picked by measurement
+    def _attend(self, qkv: torch.Tensor, batch: int, heads: int, scale: float) -> torch.Tensor:
+        """Softmax attention over qkv (T, 3D) read in place as q, k, v: the context's codes for the out projection
+        (SDPA + quantize, or the fused kernel, whichever measured faster), or FP16 (T, D) in the FP16 baseline."""
+        if self.fmt.kind == 0:
+            return attention.attention(*attention.packed(qkv, batch, heads)).view(qkv.shape[0], -1)
+        return attention.attention_codes(qkv, batch, heads, (self.fmt.name, scale))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """The model's output, computed by the 8-bit engine."""
@@ -190,7 +188,7 @@ class EncoderEngine:
         q = self._quantize(x2, self.s_first)
         for i, lay in enumerate(self.layers):
             qkv = self._gemm(q, lay.qkv)
-            c8 = self._quantize(self.attention(qkv, batch, lay.heads), lay.out.s_in)
+            c8 = self._attend(qkv, batch, lay.heads, lay.out.s_in)
             x1, q1 = self._pair(self._gemm_norm(c8, lay.out, self._skip(x2, q, lay.qkv.s_in), lay.ln1,
                                                 self._codes(lay.ffn1.s_in), not self.skip8), not self.skip8, codes)
             f8 = self._gemm(q1, lay.ffn1, act=GELU, out=self._codes(lay.ffn2.s_in), fp16=not codes)
@@ -243,7 +241,8 @@ def plan(engine: EncoderEngine) -> list[dict[str, Any]]:
     d = lay.out.w.shape[0]
     skip, hid = ("the block input's codes", f"{fmt} x1") if engine.skip8 else ("FP16 x", f"FP16 x1 and {fmt} x1")
     rows = [("gemm", f"{fmt} x, Wqkv", "scale, bias", "FP16 q|k|v", lay.qkv.w.shape),
-            ("attention", "FP16 q|k|v in place", "softmax(QKᵀ)V (fused SDPA)", "FP16 context", (d, d)),
+            ("attention", "FP16 q|k|v in place", "softmax(QKᵀ)V (fused SDPA; or the engine's kernel with the "
+             "quantize below fused in, where measured faster)", "FP16 context", (d, d)),
             ("quantize", "FP16 context", "scale, round", f"{fmt} context", (d, d)),
             ("gemm", f"{fmt} context, Wo", f"scale, bias, + residual ({skip})", "FP16 h", lay.out.w.shape),
             ("layernorm", "FP16 h", "LayerNorm, quantize", hid, (d, d)),

@@ -45,7 +45,7 @@ _ahead = {"on": False}  # inside compiling_ahead(): kernels are compiled, not ru
 
 # 'gelu': BERT's erf GELU; 'gelu_tanh': its tanh approximation (as TensorRT's BERT plugins and FasterTransformer use),
 # within 4.8e-4 of erf's everywhere (tests/deploy/test_engine8.py), computed on the GPU with the hardware's
-# tanh.approx instruction where the exact form calls libdevice's erf (the time each costs: ../shared/FACTS.md)
+# tanh.approx instruction where the exact form calls libdevice's erf (the time each costs: the encoder docstring)
 ACTS = {"none": 0, "relu": 1, "gelu": 2, "gelu_tanh": 3}
 # (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages): a safe default; tuned tables override it per shape.
 DEFAULT_CONFIG = (128, 128, 128, 8, 8, 3)
