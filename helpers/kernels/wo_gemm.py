@@ -28,6 +28,7 @@ import torch
 
 from helpers.errors import InputError
 from helpers.kernels.cuda_source import HERE, cupy_module
+from helpers.kernels.occupancy import HOPPER, occupancy
 from helpers.quant import weight_only as wo
 from helpers.quant import wo_layout
 
@@ -209,15 +210,8 @@ def fastest(scheme: str, n: int, k: int, m: int) -> str | None:
 
 
 # ---- how many blocks an SM holds (occupancy) ----
-# Hopper's SM, compute capability 9.0 (the CUDA programming guide's table of limits): what the estimate divides up.
-# helpers.perf.occupancy models the same for the chapters, a layer above this one (a test keeps the two equal).
-SM_REGISTERS = 65536        # 32-bit registers of an SM
-SM_THREADS = 2048           # resident threads of an SM
-SM_BLOCKS = 32              # resident blocks of an SM
-SM_SHARED = 228 * 1024      # shared memory of an SM that blocks may use
-BLOCK_SHARED_RESERVE = 1024  # shared memory the runtime keeps for each block
-REGISTER_UNIT = 256         # a warp's registers come in units of this many
-MAX_REGISTERS = 255         # registers a thread may have
+# The estimate counts this kernel's registers and shared memory and hands them to the course's occupancy calculator
+# (helpers.kernels.occupancy, Hopper's limits); on a GPU the driver's own count replaces it.
 BOOKKEEPING_REGISTERS = 24  # pointers, indices, loop counters beside the data (a guess; tested against ptxas)
 
 
@@ -237,17 +231,14 @@ def estimated_registers(bits: int, m: int, config: str) -> int:
     mt = row_tiles(m)
     d, pieces = effective_d(config, bits, mt), 1 if bits == 4 else 2
     data = 16 * mt + 2 * d * pieces * 4 + (2 * d * 2 if bits == 4 else 0) + 4 * mt
-    return min(MAX_REGISTERS, data + BOOKKEEPING_REGISTERS)
+    return min(HOPPER.max_registers_per_thread, data + BOOKKEEPING_REGISTERS)
 
 
 def estimated_blocks_per_sm(bits: int, m: int, config: str) -> int:
-    """Blocks of the instance an SM holds by the estimate: the fewest that threads, block slots, registers (whole
-    units a warp) and shared memory allow."""
-    warps = CONFIGS[config].warps
-    per_warp = -(-estimated_registers(bits, m, config) * 32 // REGISTER_UNIT) * REGISTER_UNIT
-    by = (SM_THREADS // (32 * warps), SM_BLOCKS, SM_REGISTERS // (per_warp * warps),
-          SM_SHARED // (shared_bytes(bits, m, config) + BLOCK_SHARED_RESERVE))
-    return max(1, min(by))
+    """Blocks of the instance an SM holds by the estimate: the occupancy calculator on its estimated registers and
+    shared memory (the fewest that threads, block slots, registers and shared memory allow)."""
+    return max(1, occupancy(32 * CONFIGS[config].warps, estimated_registers(bits, m, config),
+                            shared_bytes(bits, m, config)).blocks_per_sm)
 
 
 def blocks_per_sm(bits: int, m: int, config: str) -> tuple[int, str]:

@@ -8,7 +8,7 @@ from numba import cuda, float32
 
 from helpers.errors import InputError
 from helpers.kernels import divergence, reduction, simtrace
-from helpers.perf.occupancy import HOPPER, occupancy
+from helpers.kernels.occupancy import HOPPER, occupancy
 
 RNG = np.random.default_rng(0)
 

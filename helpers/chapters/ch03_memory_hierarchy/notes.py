@@ -10,7 +10,7 @@ from __future__ import annotations
 from helpers import claims as registry
 from helpers.claims import FAILS, HOLDS, NOT_MEASURED, Values
 from helpers.perf import access_patterns as ap
-from helpers.perf.occupancy import HOPPER
+from helpers.kernels.occupancy import HOPPER
 
 A100_SHARED_PER_SM_KIB = 164  # CUDA C++ Programming Guide, table of compute capabilities: cc 8.0
 

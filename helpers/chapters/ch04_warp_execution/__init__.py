@@ -5,7 +5,7 @@ measurement as an Experiment: its rows recorded under ``ch04.*``, or the stored 
 ``readings`` (divergence against the warp model, occupancy, reductions, from the record),
 ``notes`` (the lecture notes' rules of thumb on warps and blocks, judged).
 Core code the notebook uses: ``helpers.kernels.divergence``, ``helpers.kernels.reduction``,
-``helpers.kernels.simtrace``, ``helpers.perf.occupancy``.
+``helpers.kernels.simtrace``, ``helpers.kernels.occupancy``.
 
 Serves: chapter 4.
 """

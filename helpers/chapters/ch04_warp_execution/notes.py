@@ -10,7 +10,7 @@ from __future__ import annotations
 from helpers import claims as registry
 from helpers.claims import FAILS, HOLDS, NOT_MEASURED, Values, combine, in_range
 from helpers.chapters.ch04_warp_execution.warp_bench import BLOCK_SIZES, SHARED_KIB
-from helpers.perf import occupancy
+from helpers.kernels import occupancy
 
 SMEM_GBS = [f"ch04.smem_gbs.k{k}" for k in SHARED_KIB]
 SMEM_OCC = [f"ch04.smem_occupancy.k{k}" for k in SHARED_KIB]

@@ -63,7 +63,7 @@ def occupancy_sweep(n: int = OCCUPANCY_N) -> dict[str, Any]:
     require_gpu("the occupancy sweep")
     from helpers.kernels import copy
     from helpers.kernels.cuda_source import kernel
-    from helpers.perf.occupancy import limits_for_device, occupancy
+    from helpers.kernels.occupancy import limits_for_device, occupancy
 
     cp = cupy_module()
     src, dst = cp.ones(n, dtype=cp.float32), cp.empty(n, dtype=cp.float32)
