@@ -1,7 +1,7 @@
 """A Transformer encoder (BERT-base, or the course's small trained encoder) as an 8-bit inference engine.
 
-Per layer, eight kernels (seven where the attention writes codes) and no other pass over memory (TensorRT's fusion plan for BERT, built from the course's
-own kernels in ``helpers.deploy.engine8.kernels``):
+Per layer, eight kernels (seven where the attention writes the codes) and no other pass over memory (TensorRT's
+fusion plan for BERT, built from the course's own kernels in ``helpers.deploy.engine8.kernels``):
 
     qkv  = gemm(x8, Wqkv) + b                   FP16 out (attention reads it in place: no layout copy)
     c8   = quantize(attention(qkv))             fused SDPA (the backend measured fastest) and a quantize, or the

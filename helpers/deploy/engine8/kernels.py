@@ -274,31 +274,20 @@ def _launch_args(scale: torch.Tensor, bias: torch.Tensor | None, residual: torch
             bias if bias is not None else scale, residual if residual is not None else scale)
 
 
-def _async_compile_mode() -> Any:
-    """Triton's AsyncCompileMode (compiles handed to a pool of threads), or None where this Triton has none."""
-    if triton is None:
-        return None
-    mode = getattr(triton, "AsyncCompileMode", None)
-    if mode is None:
-        with contextlib.suppress(ImportError):
-            from triton.runtime._async_compile import AsyncCompileMode as mode
-    return mode
-
-
 @contextlib.contextmanager
-def compiling_ahead(workers: int | None = None) -> Iterator[bool]:
+def compiling_ahead() -> Iterator[bool]:
     """Inside the block the kernels are compiled, not run: each ``gemm`` or ``conv`` call hands the compile of its
-    kernel to a pool of `workers` threads (default: one per core, at most 16) and returns its outputs unwritten;
+    kernel to a pool of threads (one per core, at most 16) and returns its outputs unwritten;
     leaving the block waits for every compile. A tuner's candidates are each a kernel of their own to compile (about
     a second each); compiled side by side on the host's cores they cost a fraction of that, and the tuner's loop
     afterwards only times. A compile that fails is left for the call that runs the kernel, which raises as usual.
     The block's value says whether calls only compile: False where this Triton has no AsyncCompileMode, or there is
     no Triton (then the block changes nothing: calls run)."""
-    mode = _async_compile_mode()
+    mode = getattr(triton, "AsyncCompileMode", None)  # Triton 3.4 and later
     if mode is None or _ahead["on"]:
         yield _ahead["on"]
         return
-    with ThreadPoolExecutor(workers or min(16, os.cpu_count() or 1), thread_name_prefix="triton-compile") as pool, \
+    with ThreadPoolExecutor(min(16, os.cpu_count() or 1), thread_name_prefix="triton-compile") as pool, \
             mode(pool, ignore_errors=True):
         _ahead["on"] = True
         try:
