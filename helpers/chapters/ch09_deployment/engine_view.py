@@ -82,6 +82,31 @@ def split_sentence(result: Any, model: str, fast: str, slow: str) -> str:
     return text
 
 
+def gemm_sentence(result: Any, target: float) -> str:
+    """Which 8-bit GEMM is fastest over one layer's four BERT shapes, against FP16 cuBLAS and the target, and whether
+    the course's own GEMMs or NVIDIA's library set that ceiling (from the rows shown)."""
+    from helpers.chapters.ch09_deployment.engine import gemm_ratios, gemm_speedup
+
+    got = gemm_speedup(result["gemm"])
+    if got is None:
+        text = f"No 8-bit GEMM rows are stored ({result.where()})."
+        print(text)
+        return text
+    best, (v, s) = got
+    lo, hi = (v, v) if s is None else (s.lo, s.hi)
+    verdict, zh = (("met", "达到") if lo >= target else ("not met", "未达到") if hi < target else
+                   ("not resolved at this noise", "在此噪声下无法分辨"))
+    text = (f"Summed over one layer's four GEMM shapes, the fastest 8-bit GEMM is {best} at {_fmt(v, s)}× FP16 cuBLAS "
+            f"(target {target:g}: {verdict}).")
+    own = {k: r for k, r in gemm_ratios(result["gemm"]).items() if k.startswith(("fp8 engine", "int8 engine"))}
+    if "cuBLASLt" in best and own and verdict != "met":
+        mine = max(own, key=lambda k: own[k][0])
+        text += (f" That is NVIDIA's own library; the engine's fastest, {mine}, reaches {_fmt(*own[mine])}×: at these "
+                 "shapes the target asks more than the vendor's 8-bit GEMM gives on this card.")
+    print(text + f"\n一层四个 GEMM 形状合计，最快的 8 位 GEMM 为 {best}，是 FP16 cuBLAS 的 {v:.2f} 倍（目标 {target:g}：{zh}）。")
+    return text
+
+
 def accuracy_sentence(rows: list[dict], budget: float = 1.0) -> str:
     """Whether every engine stays within `budget` points of FP32, judged by each paired-bootstrap interval."""
     within = [r for r in rows if r["spread"] is not None and r["spread"].hi <= budget]
