@@ -337,7 +337,7 @@ def test_the_encoder_takes_cublaslt_only_for_the_shapes_the_tuner_gave_it(monkey
     lay, t = eng.layers[0], inputs["input_ids"].numel()
     eng.configs = {(t, lay.ffn2.w.shape[0], lay.ffn2.w.shape[1]): norm.CUBLASLT}
     calls, real = [], norm.lt_gemm
-    monkeypatch.setattr(norm, "lt_gemm", lambda a, w: calls.append(tuple(w.shape)) or real(a, w))
+    monkeypatch.setattr(norm, "lt_gemm", lambda a, w, **kw: calls.append(tuple(w.shape)) or real(a, w, **kw))
     with torch.no_grad():
         lt = eng(inputs["input_ids"])[0]
     assert calls == [tuple(lay.ffn2.w.shape)] * len(eng.layers)  # ffn2 only, once per layer
@@ -365,8 +365,39 @@ def test_dispatch_takes_cublaslt_only_where_its_pair_was_faster():
             {"shape": s2, "config": (2,), "with": "LayerNorm", "us": 30.0},
             {"shape": s2, "config": norm.CUBLASLT, "with": "LayerNorm", "us": 25.0}]
     assert et.dispatch({s1: (1,), s2: (2,)}, rows) == {s1: (1,), s2: norm.CUBLASLT}
+    fast = [{"shape": s1, "config": norm.CUBLASLT_FAST, "with": "LayerNorm", "us": 10.5},
+            {"shape": s2, "config": norm.CUBLASLT_FAST, "with": "LayerNorm", "us": 24.0}]
+    assert et.dispatch({s1: (1,), s2: (2,)}, rows + fast) == {s1: (1,), s2: norm.CUBLASLT_FAST}  # the fastest
     with pytest.raises(InputError, match="lt_gemm"):  # the library's name is no tile configuration
         kernels.gemm(*_int8_case()[:3], config=norm.CUBLASLT)
+
+
+def test_fast_accumulation_competes_only_where_its_sums_stay_near_the_exact_ones(monkeypatch, capsys):
+    from helpers.chapters.ch09_deployment import engine_tune as et
+
+    f = formats.get("fp8")
+    a, w = f.quantize(torch.randn(64, 96), 0.01), f.quantize(torch.randn(32, 96), 0.01)
+    assert et.fast_agrees(a, w)  # on the CPU both are exact
+    real = norm.lt_gemm
+    off = 4 * norm.FAST_TOLERANCE
+    monkeypatch.setattr(norm, "lt_gemm", lambda a, w, fast=False: real(a, w) * (1 + off) if fast else real(a, w))
+    assert not et.fast_agrees(a, w)
+    assert "left out" in capsys.readouterr().out
+    assert torch.equal(real(a, w, fast=True), real(a, w))  # the CPU reference sums exactly either way
+
+
+def test_the_encoder_asks_cublaslt_for_fast_accumulation_where_the_tuner_chose_it(monkeypatch):
+    m, calib, inputs = tiny_bert()
+    eng = encoder.build(m, calib, "fp8")
+    lay, t = eng.layers[0], inputs["input_ids"].numel()
+    eng.configs = {(t, lay.qkv.w.shape[0], lay.qkv.w.shape[1]): norm.CUBLASLT_FAST,
+                   (t, lay.ffn2.w.shape[0], lay.ffn2.w.shape[1]): norm.CUBLASLT}
+    calls, real = [], norm.lt_gemm
+    monkeypatch.setattr(norm, "lt_gemm",
+                        lambda a, w, *sb, fast=False: calls.append((tuple(w.shape), fast)) or real(a, w, *sb))
+    with torch.no_grad():
+        eng(inputs["input_ids"])
+    assert calls[:2] == [(tuple(lay.qkv.w.shape), True), (tuple(lay.ffn2.w.shape), False)]
 
 
 @pytest.mark.gpu

@@ -36,8 +36,8 @@ def test_each_residual_is_the_codes_its_sublayers_gemm_read(monkeypatch, fmt, li
         return real_norm(x, *args, **kw)
     monkeypatch.setattr(kernels, "gemm", gemm)
     monkeypatch.setattr(norm, "layernorm", layernorm)
-    monkeypatch.setattr(norm, "lt_gemm", lambda a, w: reads.append(a) or torch.zeros(a.shape[0], w.shape[0],
-                                                                                     dtype=torch.bfloat16))
+    monkeypatch.setattr(norm, "lt_gemm", lambda a, w, **kw: reads.append(a) or torch.zeros(a.shape[0], w.shape[0],
+                                                                                           dtype=torch.bfloat16))
     with torch.no_grad():
         eng(inputs["input_ids"])
     assert len(adds) == 2 * len(eng.layers)
@@ -111,7 +111,8 @@ def test_a_gemm_with_only_its_bias_runs_in_cublaslt_scaled_per_channel_where_tun
     lay, t = eng.layers[0], inputs["input_ids"].numel()
     eng.configs = {(t, lay.qkv.w.shape[0], lay.qkv.w.shape[1]): norm.CUBLASLT}
     calls, real = [], norm.lt_gemm
-    monkeypatch.setattr(norm, "lt_gemm", lambda a, w, *sb: calls.append((tuple(w.shape), len(sb))) or real(a, w, *sb))
+    monkeypatch.setattr(norm, "lt_gemm",
+                        lambda a, w, *sb, **kw: calls.append((tuple(w.shape), len(sb))) or real(a, w, *sb, **kw))
     with torch.no_grad():
         lt = eng(inputs["input_ids"])[0]
     assert calls == [(tuple(lay.qkv.w.shape), 2)] * len(eng.layers)  # QKV only, scaled, with its bias
@@ -135,7 +136,8 @@ def test_the_tuner_labels_cublaslt_rows_with_what_was_timed_beside_the_gemm():
 
 
 @pytest.mark.gpu
-def test_cublaslts_scaled_gemm_with_its_bias_matches_its_reference_on_a_gpu():
+@pytest.mark.parametrize("fast", [False, True])
+def test_cublaslts_scaled_gemm_with_its_bias_matches_its_reference_on_a_gpu(fast):
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
     f = formats.get("fp8")
@@ -143,13 +145,14 @@ def test_cublaslts_scaled_gemm_with_its_bias_matches_its_reference_on_a_gpu():
     a, w = f.quantize(torch.randn(256, 128, generator=g), 0.01), f.quantize(torch.randn(192, 128, generator=g), 0.01)
     scale, bias = torch.rand(192, generator=g) * 1e-3, torch.randn(192, generator=g).to(torch.bfloat16)
     ref = norm.lt_gemm(a, w, scale, bias).float()
-    got = norm.lt_gemm(a.cuda(), w.cuda(), scale.cuda(), bias.cuda()).cpu().float()
+    got = norm.lt_gemm(a.cuda(), w.cuda(), scale.cuda(), bias.cuda(), fast=fast).cpu().float()
     # BF16 out, and FP8 tensor cores sum with less than FP32's precision: an error against max |y|, as for the convs
     assert (got - ref).abs().max() / ref.abs().max() <= 5e-3
 
 
 @pytest.mark.gpu
-def test_the_tuned_forward_with_cublaslt_gemms_agrees_with_the_untuned_engine_and_its_twin_on_a_gpu():
+@pytest.mark.parametrize("lib", [norm.CUBLASLT, norm.CUBLASLT_FAST])
+def test_the_tuned_forward_with_cublaslt_gemms_agrees_with_the_untuned_engine_and_its_twin_on_a_gpu(lib):
     """What notebook 09 times: the FP8 engine with cuBLASLt for QKV, out-proj and ffn2 (as a tuner may pick), on the
     GPU, gives the output of the engine's own kernels and of its CPU twin within 8-bit rounding."""
     if not torch.cuda.is_available() or kernels.triton is None:
@@ -163,7 +166,7 @@ def test_the_tuned_forward_with_cublaslt_gemms_agrees_with_the_untuned_engine_an
         ids = inputs["input_ids"].cuda()
         own = eng(ids)[0].float().cpu()
         lay, t = eng.layers[0], ids.numel()
-        eng.configs = {(t, lin.w.shape[0], lin.w.shape[1]): norm.CUBLASLT for lin in (lay.qkv, lay.out, lay.ffn2)}
+        eng.configs = {(t, lin.w.shape[0], lin.w.shape[1]): lib for lin in (lay.qkv, lay.out, lay.ffn2)}
         tuned = eng(ids)[0].float().cpu()
     assert torch.isfinite(tuned).all()
     for name, ref in (("the untuned engine", own), ("the CPU twin", twin)):

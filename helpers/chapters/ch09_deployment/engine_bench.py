@@ -41,6 +41,8 @@ def gemm_table(tuned: dict[str, dict], shapes: tuple[tuple[int, int, int], ...] 
             "fp16 cuBLAS": lambda: F.linear(x16, w16, b16),
             "fp16 engine": lambda: kernels.gemm(ah, wh, scale, bias=bias, config=tuned["fp16"].get((m, n, k))),
             "fp8 cuBLASLt": lambda: torch._scaled_mm(a8, w8.t(), one, one, bias=b16, out_dtype=torch.float16),
+            "fp8 cuBLASLt (fast accumulation)": lambda: torch._scaled_mm(a8, w8.t(), one, one, bias=b16,
+                                                                         out_dtype=torch.float16, use_fast_accum=True),
             "fp8 engine": lambda: kernels.gemm(a8, w8, scale, bias=bias, config=tuned["fp8"].get((m, n, k))),
             "int8 engine": lambda: kernels.gemm(ai, wi, scale, bias=bias, config=tuned["int8"].get((m, n, k))),
             "int8 cuBLASLt (int32 out)": lambda: torch._int_mm(ai, wi.t()),

@@ -114,49 +114,73 @@ def compile_ahead(calls: Iterable[Callable[[], Any]]) -> None:
                 call()
 
 
+def fast_agrees(a: torch.Tensor, w: torch.Tensor) -> bool:
+    """Whether cuBLASLt's FP8 sums with fast accumulation stay within ``norm.FAST_TOLERANCE`` of the exact ones
+    (max |fast - exact| ÷ max |exact|) for these operands; says so where they do not."""
+    from helpers.deploy.engine8 import norm
+
+    exact = norm.lt_gemm(a, w).float()
+    try:
+        fast = norm.lt_gemm(a, w, fast=True).float()
+    except RuntimeError as exc:  # this cuBLASLt refuses fast accumulation here: the exact GEMM still competes
+        print(f"cuBLASLt's fast accumulation not timed at {tuple(a.shape)} x {tuple(w.shape)}: "
+              f"{str(exc).splitlines()[0][:120]}")
+        return False
+    err = float((fast - exact).abs().max() / exact.abs().max().clamp_min(1e-30))
+    if err > norm.FAST_TOLERANCE:
+        print(f"cuBLASLt's fast accumulation left out at {tuple(a.shape)} x {tuple(w.shape)}: its sums differ from "
+              f"the exact ones by {err:.1e} of the largest (allowed {norm.FAST_TOLERANCE:.1e}).")
+    return err <= norm.FAST_TOLERANCE
+
+
 def _against_cublaslt(best: dict, shape: tuple[int, int, int], a: torch.Tensor, w: torch.Tensor, scale: torch.Tensor,
                       bias: torch.Tensor, ep: dict[str, Any]) -> list[dict]:
     """The engine's fastest GEMM against cuBLASLt's FP8 GEMM, as the forward would run each: where the GEMM feeds a
     LayerNorm, each with its LayerNorm (cuBLASLt's plain sums finished there: ``norm.lt_gemm``); where nothing but
-    the bias is fused (QKV), cuBLASLt's row-wise scaled GEMM with its own bias epilogue. A row of each, labelled with
-    what was timed with the GEMM (``dispatch`` reads them)."""
+    the bias is fused (QKV), cuBLASLt's row-wise scaled GEMM with its own bias epilogue. cuBLASLt competes with exact
+    and, where its sums stay within ``norm.FAST_TOLERANCE`` of the exact ones here, with fast accumulation. A row of
+    each, labelled with what was timed with the GEMM (``dispatch`` reads them)."""
     from helpers.deploy.engine8 import kernels, norm
 
     m, n, k = shape
     own = best[shape]
+    try:
+        libs = [norm.CUBLASLT, *([norm.CUBLASLT_FAST] if fast_agrees(a, w) else [])]
+    except RuntimeError as exc:  # cuBLASLt refuses these operands on this GPU: the engine keeps its own GEMM
+        print(f"cuBLASLt's FP8 GEMM not timed at {shape}: {str(exc).splitlines()[0][:120]}")
+        return []
     if "residual" in ep:
         what, codes = "LayerNorm", ("fp8", 0.05)
         gamma, beta = torch.ones(n, device="cuda"), torch.zeros(n, device="cuda")
         fp16 = "residual_scale" not in ep  # with the 8-bit skip, the LayerNorm writes codes only (as in the forward)
         fns = {str(own): lambda: norm.layernorm(kernels.gemm(a, w, scale, bias=bias, config=own, **ep), gamma, beta,
-                                                1e-12, codes, fp16=fp16),
-               norm.CUBLASLT: lambda: norm.layernorm(norm.lt_gemm(a, w), gamma, beta, 1e-12, codes, col_scale=scale,
-                                                     col_bias=bias, residual=ep["residual"],
-                                                     residual_scale=ep.get("residual_scale"), fp16=fp16)}
+                                                1e-12, codes, fp16=fp16)}
+        for lib in libs:
+            fns[lib] = (lambda f=lib == norm.CUBLASLT_FAST: norm.layernorm(
+                norm.lt_gemm(a, w, fast=f), gamma, beta, 1e-12, codes, col_scale=scale, col_bias=bias,
+                residual=ep["residual"], residual_scale=ep.get("residual_scale"), fp16=fp16))
     else:
         what, b16 = "bias", bias.to(torch.bfloat16)
-        fns = {str(own): lambda: kernels.gemm(a, w, scale, bias=bias, config=own, **ep),
-               norm.CUBLASLT: lambda: norm.lt_gemm(a, w, scale, b16)}
-    try:
-        t = interleaved(fns, rounds=5, inner=10, graph=True)
-    except RuntimeError as exc:  # cuBLASLt refuses these operands on this GPU: the engine keeps its own GEMM
-        print(f"cuBLASLt's FP8 GEMM not timed at {shape}: {str(exc).splitlines()[0][:120]}")
-        return []
+        fns = {str(own): lambda: kernels.gemm(a, w, scale, bias=bias, config=own, **ep)}
+        for lib in libs:
+            fns[lib] = (lambda f=lib == norm.CUBLASLT_FAST: norm.lt_gemm(a, w, scale, b16, fast=f))
+    t = interleaved(fns, rounds=5, inner=10, graph=True)
     return [{"fmt": "fp8", "shape": shape, "config": c, "with": what, "us": t.median_s(name) * 1e6,
-             "tflops": 2 * m * n * k / t.median_s(name) / 1e12} for name, c in ((str(own), own),
-                                                                                  (norm.CUBLASLT, norm.CUBLASLT))]
+             "tflops": 2 * m * n * k / t.median_s(name) / 1e12} for name, c in ((str(own), own), *((x, x) for x in libs))]
 
 
 def dispatch(best: dict, rows: list[dict]) -> dict:
-    """The engine's configurations: the tuner's fastest own GEMM per shape, or ``norm.CUBLASLT`` where cuBLASLt's
-    GEMM (with the LayerNorm that finishes it, where one follows) was measured faster than the engine's."""
+    """The engine's configurations: the tuner's fastest own GEMM per shape, or a library GEMM (``norm.LIBRARY``)
+    where cuBLASLt's GEMM (with the LayerNorm that finishes it, where one follows) was measured faster than the
+    engine's."""
     from helpers.deploy.engine8 import norm
 
     out = dict(best)
     for shape, cfg in best.items():
         pair = {r["config"]: r["us"] for r in rows if r["shape"] == shape and r.get("with") and "us" in r}
-        if norm.CUBLASLT in pair and cfg in pair and pair[norm.CUBLASLT] < pair[cfg]:
-            out[shape] = norm.CUBLASLT
+        faster = [lib for lib in norm.LIBRARY if lib in pair and cfg in pair and pair[lib] < pair[cfg]]
+        if faster:
+            out[shape] = min(faster, key=pair.__getitem__)
     return out
 
 

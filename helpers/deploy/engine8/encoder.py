@@ -136,21 +136,23 @@ class EncoderEngine:
 
     def _gemm(self, a: torch.Tensor, lin: QLinear, **kw: Any) -> Any:
         """One fused GEMM with the tuned configuration for its shape, if any; a GEMM with nothing fused but its bias
-        runs in cuBLASLt (scaled per channel, BF16 out) where the tuner measured that faster (``norm.CUBLASLT``)."""
+        runs in cuBLASLt (scaled per channel, BF16 out) where the tuner measured that faster (``norm.LIBRARY``)."""
         config = self.configs.get((a.shape[0], lin.w.shape[0], a.shape[1]))
-        if config == norm.CUBLASLT and not kw:
-            return norm.lt_gemm(a, lin.w, lin.scale, lin.bias_bf16)
+        if config in norm.LIBRARY and not kw:
+            return norm.lt_gemm(a, lin.w, lin.scale, lin.bias_bf16, fast=config == norm.CUBLASLT_FAST)
         return kernels.gemm(a, lin.w, lin.scale, bias=lin.bias, config=config, **kw)
 
     def _gemm_norm(self, a: torch.Tensor, lin: QLinear, residual: tuple[torch.Tensor, float | None],
                    ln: tuple[torch.Tensor, torch.Tensor, float], out: tuple[str, float] | None, fp16: bool) -> Any:
         """LayerNorm(gemm(a) + bias + residual), as FP16 (`fp16`) and/or codes (`out`): the bias and residual in
         the engine's GEMM epilogue, or, where the tuner measured cuBLASLt's GEMM and a LayerNorm that finishes its
-        epilogue faster for this shape (``norm.CUBLASLT``), there. `residual` is (FP16, None) or (codes, scale)."""
+        epilogue faster for this shape (``norm.LIBRARY``), there. `residual` is (FP16, None) or (codes, scale)."""
         r, s = residual
-        if self.configs.get((a.shape[0], lin.w.shape[0], a.shape[1])) == norm.CUBLASLT:
-            return norm.layernorm(norm.lt_gemm(a, lin.w), *ln, out=out, col_scale=lin.scale, col_bias=lin.bias,
-                                  residual=r, residual_scale=s, fp16=fp16)
+        config = self.configs.get((a.shape[0], lin.w.shape[0], a.shape[1]))
+        if config in norm.LIBRARY:
+            sums = norm.lt_gemm(a, lin.w, fast=config == norm.CUBLASLT_FAST)
+            return norm.layernorm(sums, *ln, out=out, col_scale=lin.scale, col_bias=lin.bias, residual=r,
+                                  residual_scale=s, fp16=fp16)
         return norm.layernorm(self._gemm(a, lin, residual=r, residual_scale=s), *ln, out=out, fp16=fp16)
 
     def _codes(self, scale: float | None) -> tuple[str, float] | None:

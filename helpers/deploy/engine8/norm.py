@@ -117,6 +117,8 @@ def layernorm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: fl
 
 
 CUBLASLT = "cuBLASLt"  # a tuned 'configuration' that means: this GEMM runs in cuBLASLt (lt_gemm)
+CUBLASLT_FAST = "cuBLASLt, fast accumulation"  # the same with Hopper's FP8 fast accumulation (lt_gemm(fast=True))
+LIBRARY = (CUBLASLT, CUBLASLT_FAST)  # the configurations that name a library GEMM, not the engine's kernel
 _ONES: dict[tuple[torch.device, tuple[int, ...]], torch.Tensor] = {}
 
 
@@ -132,7 +134,7 @@ def _ones(device: torch.device, shape: tuple[int, ...]) -> torch.Tensor:
 
 
 def lt_gemm(a: torch.Tensor, w: torch.Tensor, scale: torch.Tensor | None = None,
-            bias: torch.Tensor | None = None) -> torch.Tensor:
+            bias: torch.Tensor | None = None, fast: bool = False) -> torch.Tensor:
     """a (M, K) @ w (N, K)ᵀ of FP8 codes in NVIDIA's cuBLASLt (``torch._scaled_mm``), in BF16.
 
     Without `scale`: the unscaled sums. cuBLASLt cannot fuse a per-channel scale with a residual add, so they go to
@@ -141,6 +143,10 @@ def lt_gemm(a: torch.Tensor, w: torch.Tensor, scale: torch.Tensor | None = None,
     and a BF16 `bias` (N,): the finished product, scaled per output channel (cuBLASLt's row-wise scaling) with the
     bias added in its epilogue — a GEMM with nothing else fused (BERT's QKV projection). The engine takes either
     path for a shape only where the tuner measured it faster than its own fused GEMM.
+
+    `fast`: cuBLASLt's FP8 fast accumulation (``use_fast_accum``): the tensor cores keep their partial sums at reduced
+    precision instead of promoting them to FP32 as they go. The tuner takes it only where its sums stay within
+    ``FAST_TOLERANCE`` of the exact ones at that shape. On the CPU the sums are exact either way.
     """
     if a.dtype != torch.float8_e4m3fn or w.dtype != a.dtype or a.dim() != 2 or w.dim() != 2 or a.shape[1] != w.shape[1]:
         raise InputError(f"lt_gemm multiplies FP8 codes a (M, K) and w (N, K), got {a.dtype} {tuple(a.shape)} and "
@@ -154,9 +160,12 @@ def lt_gemm(a: torch.Tensor, w: torch.Tensor, scale: torch.Tensor | None = None,
         return acc.to(torch.bfloat16)
     if scale is None or bias is None:
         one = _ones(a.device, ())
-        return torch._scaled_mm(a, w.t(), one, one, out_dtype=torch.bfloat16)
+        return torch._scaled_mm(a, w.t(), one, one, out_dtype=torch.bfloat16, use_fast_accum=fast)
     return torch._scaled_mm(a, w.t(), _ones(a.device, (a.shape[0], 1)), scale.view(1, -1), bias=bias,
-                            out_dtype=torch.bfloat16)
+                            out_dtype=torch.bfloat16, use_fast_accum=fast)
+
+
+FAST_TOLERANCE = 2.0**-9  # max |fast - exact| / max |exact| of lt_gemm's sums that fast accumulation may cost
 
 
 def quantize(x: torch.Tensor, out: tuple[str, float]) -> torch.Tensor:
