@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -203,9 +204,14 @@ def pick(scheme: str, n: int, k: int, m: int) -> tuple[str, int]:
     return "a", rule_split(n, k, "a", sm_count())
 
 
+def measured(scheme: str, n: int, k: int, m: int) -> dict | None:
+    """The measured table's row of the case, or None."""
+    return _TABLE.get(table_key(scheme, n, k, m))
+
+
 def fastest(scheme: str, n: int, k: int, m: int) -> str | None:
-    """Which course kernel the measured table found fastest for the case ('gemm', 'gemv', 'triton'), or None."""
-    row = _TABLE.get(table_key(scheme, n, k, m))
+    """Which course kernel the measured table found fastest for the case ('gemm', 'flat', 'gemv', ...), or None."""
+    row = measured(scheme, n, k, m)
     return row.get("fastest") if row else None
 
 
@@ -266,9 +272,11 @@ _streams: dict[int, Any] = {}
 
 
 @functools.cache
-def source() -> str:
-    """The CUDA source text."""
-    return (HERE / "wo_gemm.cu").read_text(encoding="utf-8")
+def source(name: str = "wo_gemm") -> str:
+    """The CUDA source text of ``<name>.cu``, each ``#include "*.cuh"`` of this folder written in (so cupy's cache
+    key, the text, changes with the header)."""
+    text = (HERE / f"{name}.cu").read_text(encoding="utf-8")
+    return re.sub(r'#include "(\w+\.cuh)"[^\n]*', lambda h: (HERE / h[1]).read_text(encoding="utf-8"), text)
 
 
 def compile_kernels(names: list[str] | None = None) -> None:

@@ -289,3 +289,14 @@ def test_a_dispatch_table_is_put_back_by_whoever_replaced_it():
     G.set_table(before)
     assert G.pick("w4a16", 64, 64, 2) == ("a", 1)
     G.set_table({})
+
+
+def test_the_dispatch_table_times_only_launches_whose_answers_agree(capsys):
+    """measure_table picks launches by speed, so a launch that answers wrong never reaches the timing (answering)."""
+    from helpers.kernels import wo_gemm_timing as T
+
+    ref = torch.linspace(-1, 1, 24).reshape(3, 8)
+    right, wrong = ref + T.TOLERANCE / 2, ref.flip(1)
+    kept = T.answering({"good": [lambda: right, lambda: right], "bad": [lambda: wrong]}, ref)
+    assert list(kept) == ["good"] and len(kept["good"]) == 2
+    assert "bad left out of the dispatch table at M = 3" in capsys.readouterr().out
