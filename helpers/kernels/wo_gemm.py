@@ -293,7 +293,7 @@ def compile_kernels(names: list[str] | None = None) -> None:
     _functions.setdefault("wo_gemm_finish", mod.get_function("wo_gemm_finish"))
 
 
-def _stream() -> Any:
+def launch_stream() -> Any:
     """cupy's view of torch's current stream (so that graph capture and torch ordering see the launch)."""
     ptr = torch.cuda.current_stream().cuda_stream
     if ptr not in _streams:
@@ -301,8 +301,9 @@ def _stream() -> Any:
     return _streams[ptr]
 
 
-def _check(x: Any, p: Any, split_k: Any, config: Any, out: Any) -> int:
-    """Validate a call; return M."""
+def launch_inputs(x: Any, p: Any, out: Any) -> tuple[int, torch.Tensor, torch.Tensor]:
+    """Validate a call's activations, prepared weight and `out` (both weight-only GEMMs take them alike); return M,
+    x contiguous and 16-byte aligned, and y (`out` or a new FP16 (M, N))."""
     if not isinstance(p, GemmWeight):
         raise InputError(f"the weight must come from wo_gemm.prepare(...), got {type(p).__name__}; "
                          "e.g. prepare(quantize_w4(w, 128)).")
@@ -315,10 +316,6 @@ def _check(x: Any, p: Any, split_k: Any, config: Any, out: Any) -> int:
     if x.device != p.data.device:
         raise InputError(f"x is on {x.device} but the weight on {p.data.device}; prepare the weight from a tensor on "
                          f"{x.device} (or move x there).")
-    if config not in CONFIGS:
-        raise InputError(f"config must be one of {', '.join(CONFIGS)}, got {config!r}.")
-    if isinstance(split_k, bool) or not isinstance(split_k, int) or not 1 <= split_k <= MAX_SPLIT:
-        raise InputError(f"split_k must be a whole number 1..{MAX_SPLIT}, got {split_k!r}.")
     if out is not None and (not isinstance(out, torch.Tensor) or out.dtype != torch.float16 or out.device != x.device
                             or tuple(out.shape) != (m, p.n) or not out.is_contiguous()):
         raise InputError(f"out must be a contiguous FP16 tensor ({m}, {p.n}) on {x.device}, got "
@@ -327,15 +324,18 @@ def _check(x: Any, p: Any, split_k: Any, config: Any, out: Any) -> int:
         from helpers.errors import NoGPUError
 
         raise NoGPUError("the CUDA weight-only GEMM (x must be a CUDA tensor)")
-    return m
+    x = x.contiguous()
+    if x.data_ptr() % 16:
+        x = x.clone()  # the kernels load aligned pieces of x (cp.async: 16 bytes)
+    return m, x, out if out is not None else torch.empty((m, p.n), dtype=torch.float16, device=x.device)
 
 
-def _ptr(t: torch.Tensor | None) -> np.uint64:
+def pointer(t: torch.Tensor | None) -> np.uint64:
     """A device pointer as the kernel argument (0 for None)."""
     return np.uint64(0 if t is None else t.data_ptr())
 
 
-def _workspace(device: torch.device, numel: int) -> torch.Tensor:
+def workspace(device: torch.device, numel: int) -> torch.Tensor:
     """The zeroed FP32 workspace of split launches (each call leaves it zero)."""
     key = (device, numel)
     if key not in _workspaces:
@@ -362,25 +362,25 @@ def gemm(x: torch.Tensor, p: GemmWeight, split_k: int | None = None, config: str
     chosen = pick(p.scheme, p.n, p.k, m0) if isinstance(p, GemmWeight) else ("a", 1)
     config = chosen[0] if config is None else config
     split_k = chosen[1] if split_k is None else split_k
-    m = _check(x, p, split_k, config, out)
-    x = x.contiguous()
-    if x.data_ptr() % 16:
-        x = x.clone()  # cp.async copies 16 aligned bytes
-    y = out if out is not None else torch.empty((m, p.n), dtype=torch.float16, device=x.device)
+    if isinstance(p, GemmWeight) and config not in CONFIGS:
+        raise InputError(f"config must be one of {', '.join(CONFIGS)}, got {config!r}.")
+    if isinstance(split_k, bool) or not isinstance(split_k, int) or not 1 <= split_k <= MAX_SPLIT:
+        raise InputError(f"split_k must be a whole number 1..{MAX_SPLIT}, got {split_k!r}.")
+    m, x, y = launch_inputs(x, p, out)
     name = kernel_name(p.bits, m, config)
     compile_kernels([name])
     c = CONFIGS[config]
-    ws = _workspace(x.device, m * p.n) if split_k > 1 else None
+    ws = workspace(x.device, m * p.n) if split_k > 1 else None
     fused = FUSED_FINISH[0] if fused_finish is None else bool(fused_finish)
     blocks = -(-p.n_pad // (32 * c.warps))
     arrived = _counters(x.device) if ws is not None and fused and blocks <= MAX_BLOCKS_X else None
     gshift = max(p.group, 1).bit_length() - 1
-    with _stream():
+    with launch_stream():
         _functions[name]((blocks, split_k), (32 * c.warps,),
-                         (_ptr(p.data), _ptr(p.scale), _ptr(x), _ptr(y), _ptr(ws), _ptr(arrived), np.int32(m),
+                         (pointer(p.data), pointer(p.scale), pointer(x), pointer(y), pointer(ws), pointer(arrived), np.int32(m),
                           np.int32(p.n), np.int32(p.n_pad), np.int32(p.k), np.int32(gshift)))
         if ws is not None and arrived is None:
-            _functions["wo_gemm_finish"]((min(1024, -(-m * p.n // 256)),), (256,), (_ptr(ws), _ptr(y), np.int32(m * p.n)))
+            _functions["wo_gemm_finish"]((min(1024, -(-m * p.n // 256)),), (256,), (pointer(ws), pointer(y), np.int32(m * p.n)))
     return y
 
 

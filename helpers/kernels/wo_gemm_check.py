@@ -208,11 +208,12 @@ def kernels_for(n: int, k: int, w: torch.Tensor, batches: tuple = BATCHES
     return out
 
 
-def bench(shapes: tuple, batches: tuple, rounds: int) -> list[dict]:
-    """Timing rows (kernel, scheme, shape, M, us, lo, hi) for every kernel, shape and batch."""
+def bench(shapes: tuple, batches: tuple, rounds: int, keep: Callable[[str], bool] = lambda name: True) -> list[dict]:
+    """Timing rows (kernel, scheme, shape, M, us, lo, hi, rounds_us) for every kernel `keep` takes (by name), shape
+    and batch; the kernels of one shape and batch interleaved round by round."""
     rows = []
     for n, k in shapes:
-        kernels = kernels_for(n, k, layer(n, k), batches)
+        kernels = {name: v for name, v in kernels_for(n, k, layer(n, k), batches).items() if keep(name)}
         for m in batches:
             x = torch.randn(m, k, device="cuda").half()
             graphs = {}
@@ -226,7 +227,7 @@ def bench(shapes: tuple, batches: tuple, rounds: int) -> list[dict]:
             for name, us in time_graphs(graphs, rounds).items():
                 q = statistics.quantiles(us, n=10, method="inclusive")  # lo, hi: p10 and p90
                 rows.append({"kernel": name, "scheme": kernels[name][0], "shape": f"{n}x{k}", "M": m,
-                             "us": statistics.median(us), "lo": q[0], "hi": q[-1]})
+                             "us": statistics.median(us), "lo": q[0], "hi": q[-1], "rounds_us": list(us)})
             del graphs
             torch.cuda.synchronize()
     return rows

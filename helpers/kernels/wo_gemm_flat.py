@@ -182,21 +182,17 @@ def gemm(x: torch.Tensor, p: G.GemmWeight, config: str | None = None, blocks: in
     _require_config(config)
     if blocks is not None and (isinstance(blocks, bool) or not isinstance(blocks, int) or blocks < 1):
         raise InputError(f"blocks must be a whole number >= 1 (the grid), got {blocks!r}.")
-    m = G._check(x, p, 1, "a", out)
-    x = x.contiguous()
-    if x.data_ptr() % 16:
-        x = x.clone()  # the activations are read as aligned 4-byte pairs
-    y = out if out is not None else torch.empty((m, p.n), dtype=torch.float16, device=x.device)
+    m, x, y = G.launch_inputs(x, p, out)
     name = kernel_name(p.bits, m, config)
     compile_kernels([name])
     if blocks is None:
         blocks = grid_blocks(p.n, p.k, blocks_per_sm(p.bits, m, config)[0], G.sm_count())
-    ws = G._workspace(x.device, (SWAP_MAX_M if swapped(config, m) else m) * p.n_pad)
+    ws = G.workspace(x.device, (SWAP_MAX_M if swapped(config, m) else m) * p.n_pad)
     arrived = _arrived(x.device, p.n_pad // 32)
     gshift = max(p.group, 1).bit_length() - 1
-    with G._stream():
+    with G.launch_stream():
         _functions[name]((blocks,), (32 * WARPS,),
-                         (G._ptr(p.data), G._ptr(p.scale), G._ptr(x), G._ptr(y), G._ptr(ws), G._ptr(arrived),
+                         (G.pointer(p.data), G.pointer(p.scale), G.pointer(x), G.pointer(y), G.pointer(ws), G.pointer(arrived),
                           np.int32(m), np.int32(p.n), np.int32(p.n_pad), np.int32(p.k), np.int32(gshift)))
     return y
 

@@ -84,31 +84,14 @@ def report_checks(rows: list[dict]) -> bool:
 
 
 def bench(shapes: tuple, batches: tuple, rounds: int) -> list[dict]:
-    """Timing rows (kernel, scheme, shape, M, us, lo, hi) of FAMILIES and cuBLAS FP16, interleaved per (shape, M)."""
-    rows = []
-    for n, k in shapes:
-        kernels = {name: v for name, v in C.kernels_for(n, k, C.layer(n, k), batches).items()
-                   if name == "cuBLAS fp16" or name.split()[0] in FAMILIES}
-        for m in batches:
-            x = torch.randn(m, k, device="cuda").half()
-            graphs = {}
-            for name, (scheme, make) in kernels.items():
-                calls = make(x)
-                if calls:
-                    graphs[name] = (C.capture(calls), len(calls))
-            for name, us in C.time_graphs(graphs, rounds).items():
-                q = statistics.quantiles(us, n=10, method="inclusive")
-                rows.append({"kernel": name, "scheme": kernels[name][0], "shape": f"{n}x{k}", "M": m,
-                             "us": statistics.median(us), "lo": q[0], "hi": q[-1]})
-            del graphs
-            torch.cuda.synchronize()
-    return rows
+    """``wo_gemm_check.bench``'s rows for FAMILIES and cuBLAS FP16 only."""
+    return C.bench(shapes, batches, rounds, keep=lambda name: name == "cuBLAS fp16" or name.split()[0] in FAMILIES)
 
 
 def compare(rows: list[dict]) -> dict:
     """Per scheme and M: cuBLAS ÷ the best of each group ('gemm': wo_gemm's launches, 'gemv', 'old': the faster of
-    those two, 'flat'), per shape and as geometric means over the shapes (spread: cuBLAS p10..p90 ÷ kernel
-    p90..p10)."""
+    those two, 'flat'), per shape and as geometric means over the shapes, with the p10..p90 of the geometric means
+    of the interleaved rounds (round i of each shape: cuBLAS's time ÷ the kernel's, timed side by side)."""
     fp16 = {(r["shape"], r["M"]): r for r in rows if r["kernel"] == "cuBLAS fp16"}
     best: dict[tuple, dict] = {}
     for r in rows:
@@ -123,7 +106,8 @@ def compare(rows: list[dict]) -> dict:
         base = fp16[(shape, m)]
         cell = out.setdefault(scheme, {}).setdefault(f"M={m}", {}).setdefault(group, {"cases": {}})
         cell["cases"][shape] = {"kernel": r["kernel"], "us": r["us"], "lo": r["lo"], "hi": r["hi"],
-                                "cublas_us": base["us"], "ratio": base["us"] / r["us"]}
+                                "cublas_us": base["us"], "ratio": base["us"] / r["us"],
+                                "round_ratios": [b / t for b, t in zip(base["rounds_us"], r["rounds_us"])]}
 
     def geo(values: list[float]) -> float:
         return math.exp(statistics.fmean(map(math.log, values)))
@@ -133,8 +117,9 @@ def compare(rows: list[dict]) -> dict:
             for cell in groups.values():
                 cases = cell["cases"].items()
                 cell["geomean"] = geo([c["ratio"] for _, c in cases])
-                cell["geomean_lo"] = geo([fp16[(s, int(mkey[2:]))]["lo"] / c["hi"] for s, c in cases])
-                cell["geomean_hi"] = geo([fp16[(s, int(mkey[2:]))]["hi"] / c["lo"] for s, c in cases])
+                per_round = [geo(list(rs)) for rs in zip(*(c["round_ratios"] for _, c in cases))]
+                q = statistics.quantiles(per_round, n=10, method="inclusive")
+                cell["geomean_lo"], cell["geomean_hi"] = q[0], q[-1]
                 cell["shapes"] = len(cell["cases"])
     return out
 
@@ -150,7 +135,7 @@ def print_compare(table: dict) -> None:
                          if c]
                 cublas = groups["old"]["cases"][shape]["cublas_us"]
                 print(f"  {scheme} {mkey:5s} {shape:10s} cuBLAS {cublas:6.2f} µs | " + " | ".join(parts))
-    print("cuBLAS FP16 ÷ kernel, geometric mean over shapes [p10..p90 spread]")
+    print("cuBLAS FP16 ÷ kernel, geometric mean over shapes [p10..p90 of the rounds' geometric means]")
     for scheme, cells in table.items():
         for mkey, groups in cells.items():
             parts = [f"{g} {c['geomean']:.2f} [{c['geomean_lo']:.2f}..{c['geomean_hi']:.2f}] ({c['shapes']} shapes)"

@@ -506,3 +506,43 @@ def test_the_fused_attention_writes_the_codes_of_the_float_attention_on_a_gpu(fm
     codes = attention.attention_codes(qkv.cuda(), batch, heads, (fmt, scale))
     assert codes.dtype == f.dtype and codes.shape == (batch * seq, heads * hd)
     assert list(attention.codes_picked().values())[-1] in (attention.UNFUSED, *attention.FUSED)
+
+
+def _gemm_rows(ratios: dict[str, float]) -> list[dict]:
+    """GEMM-table rows at two shapes whose rounds give each GEMM its planted ratio over FP16 cuBLAS."""
+    rows = []
+    for shape, t16 in (("4096x768x768", 10e-6), ("4096x768x3072", 30e-6)):
+        for name, r in {"fp16 cuBLAS": 1.0, **ratios}.items():
+            rows.append({"shape": shape, "GEMM": name, "rounds_s": [t16 / r * (1 + i / 100) for i in range(5)]})
+    return rows
+
+
+def test_the_gemm_headline_is_the_fastest_8_bit_gemm_summed_over_the_shapes():
+    from helpers.chapters.ch09_deployment import engine
+
+    rows = _gemm_rows({"fp8 cuBLASLt": 1.3, "fp8 engine": 1.1, "int8 cuBLASLt (int32 out)": 2.0})
+    best, (v, s) = engine.gemm_speedup(rows)
+    assert best == "fp8 cuBLASLt" and abs(v - 1.3) < 1e-9  # INT32-out sums are no finished GEMM: left out
+    assert s is not None and s.lo <= v <= s.hi
+    assert engine.gemm_speedup(_gemm_rows({"fp16 engine": 0.6})) is None
+
+
+class _Shown:
+    def __init__(self, rows):
+        self.rows = rows
+
+    def __getitem__(self, table):
+        return self.rows
+
+    def where(self):
+        return "planted rows"
+
+
+@pytest.mark.parametrize("lib, verdict, blames_library", [(1.3, "not met", True), (1.7, "met", False)])
+def test_the_gemm_sentence_says_whether_the_library_sets_the_ceiling(lib, verdict, blames_library, capsys):
+    from helpers.chapters.ch09_deployment import engine_view
+
+    text = engine_view.gemm_sentence(_Shown(_gemm_rows({"fp8 cuBLASLt": lib, "int8 engine": 1.1})), 1.6)
+    assert f"fastest 8-bit GEMM is fp8 cuBLASLt at {lib:.2f}" in text and f"target 1.6: {verdict})" in text
+    assert ("NVIDIA's own library; the engine's fastest, int8 engine, reaches 1.10" in text) == blames_library
+    assert "最快的 8 位 GEMM" in capsys.readouterr().out

@@ -189,3 +189,22 @@ def test_a_captured_flat_launch_replays_twice_with_the_same_answer():
     from helpers.kernels import wo_gemm_flat_check as FC
 
     assert FC.graph_replays_agree()
+
+
+def test_the_comparison_takes_each_familys_fastest_and_pairs_the_rounds():
+    """compare: 'old' is the faster of the GEMM and the GEMV, ratios are cuBLAS ÷ kernel, and the spread comes from
+    the geometric means of round i over the shapes (paired), not from unpaired quantiles."""
+    from helpers.kernels import wo_gemm_flat_check as FC
+
+    def row(kernel, shape, rounds):
+        return {"kernel": kernel, "scheme": "w4a16", "shape": shape, "M": 4, "us": sorted(rounds)[len(rounds) // 2],
+                "lo": min(rounds), "hi": max(rounds), "rounds_us": rounds}
+    rows = []
+    for shape, f in (("4096x4096", 1.0), ("11008x4096", 2.0)):
+        rows += [row("cuBLAS fp16", shape, [f * 30.0] * 10), row("gemm a s4 w4a16", shape, [f * 15.0] * 10),
+                 row("gemv w4a16", shape, [f * 20.0] * 10),
+                 row("flat s8 b2 w4a16", shape, [f * v for v in (10.0,) * 5 + (12.0,) * 5])]
+    cell = FC.compare(rows)["w4a16"]["M=4"]
+    assert cell["old"]["cases"]["4096x4096"]["kernel"] == "gemm a s4 w4a16"
+    assert abs(cell["old"]["geomean"] - 2.0) < 1e-9 and abs(cell["gemv"]["geomean"] - 1.5) < 1e-9
+    assert abs(cell["flat"]["geomean_lo"] - 2.5) < 1e-9 and abs(cell["flat"]["geomean_hi"] - 3.0) < 1e-9

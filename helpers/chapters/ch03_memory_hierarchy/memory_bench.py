@@ -150,6 +150,22 @@ def readonly_bandwidth(n: int = COPY_N // 2, radius: int = STENCIL_RADIUS,
     return out
 
 
+def kernel_checks(x: np.ndarray, a: np.ndarray) -> list[str]:
+    """One line per copy and transpose kernel of the chapter: does it give the exact answer on `x` (copies) and `a`
+    (transposes)? The numba kernels run in the CUDA simulator without a GPU, so a progress bar names each."""
+    from tqdm.auto import tqdm
+
+    from helpers.kernels import copy, transpose
+
+    jobs = [(f"numba copy {v:<12}", lambda v=v: np.array_equal(copy.numba_copy(x, np.zeros_like(x), v), x))
+            for v in copy.NUMBA_VARIANTS]
+    jobs += [(f"numba transpose {v:<7}", lambda v=v: np.array_equal(
+        transpose.numba_transpose(a, np.zeros(a.shape[::-1], a.dtype), v), a.T)) for v in ("naive", "padded")]
+    lines = [f"{name} correct: {check()}" for name, check in tqdm(jobs, desc="checking the copy and transpose kernels",
+                                                                   unit="kernel")]
+    return lines + cupy_copy_checks(x)
+
+
 def cupy_copy_checks(x: np.ndarray) -> list[str]:
     """One line per CUDA C (cupy) copy variant: does it copy `x` exactly? Without a GPU, one line saying so."""
     from helpers.device import has_gpu

@@ -99,11 +99,13 @@ def gemm_sentence(result: Any, target: float) -> str:
     text = (f"Summed over one layer's four GEMM shapes, the fastest 8-bit GEMM is {best} at {_fmt(v, s)}× FP16 cuBLAS "
             f"(target {target:g}: {verdict}).")
     own = {k: r for k, r in gemm_ratios(result["gemm"]).items() if k.startswith(("fp8 engine", "int8 engine"))}
-    if "cuBLASLt" in best and own and verdict != "met":
+    zh_text = f"一层四个 GEMM 形状合计，最快的 8 位 GEMM 为 {best}，是 FP16 cuBLAS 的 {v:.2f} 倍（目标 {target:g}：{zh}）。"
+    if "cuBLASLt" in best and own and verdict == "not met":
         mine = max(own, key=lambda k: own[k][0])
         text += (f" That is NVIDIA's own library; the engine's fastest, {mine}, reaches {_fmt(*own[mine])}×: at these "
                  "shapes the target asks more than the vendor's 8-bit GEMM gives on this card.")
-    print(text + f"\n一层四个 GEMM 形状合计，最快的 8 位 GEMM 为 {best}，是 FP16 cuBLAS 的 {v:.2f} 倍（目标 {target:g}：{zh}）。")
+        zh_text += f"这是 NVIDIA 自己的库；引擎最快的 {mine} 为 {own[mine][0]:.2f} 倍：在这些形状上，目标超出了厂商 8 位 GEMM 在这张卡上的能力。"
+    print(text + "\n" + zh_text)
     return text
 
 

@@ -165,7 +165,8 @@ def lt_gemm(a: torch.Tensor, w: torch.Tensor, scale: torch.Tensor | None = None,
                             out_dtype=torch.bfloat16, use_fast_accum=fast)
 
 
-FAST_TOLERANCE = 2.0**-9  # max |fast - exact| / max |exact| of lt_gemm's sums that fast accumulation may cost
+FAST_TOLERANCE = 2.0**-9  # max |fast - exact| / max |exact| of lt_gemm's sums that fast accumulation may cost:
+#                           half a BF16 step of the largest sum, no more than writing the sums in BF16 costs there
 
 
 def quantize(x: torch.Tensor, out: tuple[str, float]) -> torch.Tensor:

@@ -74,3 +74,16 @@ def test_copy_bandwidth_spread_brackets_its_median():
     gbs = mb._gbs(lambda: sum(range(200)), 8e6, "cpu", spreads, "k")
     s = spreads["k"]
     assert s.lo <= gbs <= s.hi and "timed samples" in s.method
+
+
+def test_each_kernel_gets_a_line_and_a_wrong_answer_says_false(monkeypatch):
+    """kernel_checks: one line per copy and transpose kernel, saying whether its answer is exact."""
+    from helpers.kernels import copy, transpose
+
+    monkeypatch.setattr(copy, "numba_copy", lambda x, y, v: x * (2 if v == copy.NUMBA_VARIANTS[-1] else 1))
+    monkeypatch.setattr(transpose, "numba_transpose", lambda a, out, v: a.T.copy())
+    lines = mb.kernel_checks(np.arange(64, dtype=np.float32) + 1, np.ones((4, 2), np.float32))
+    copies = [ln for ln in lines if ln.startswith("numba copy")]
+    assert len(copies) == len(copy.NUMBA_VARIANTS)
+    assert [ln.endswith("True") for ln in copies] == [True] * (len(copies) - 1) + [False]
+    assert sum(ln.startswith("numba transpose") and ln.endswith("True") for ln in lines) == 2
