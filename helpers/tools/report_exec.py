@@ -1,7 +1,8 @@
 """Executing the reference run's notebooks: fresh kernels, a retry after a failure, and `--jobs N` phases.
 
 Each notebook runs in its own fresh kernel (on the timing lane, started and warmed while the notebook
-before it runs); a failed notebook runs once more, both outcomes kept (helpers.tools.report_failure). With
+before it runs); a failed notebook runs once more, both outcomes kept (helpers.tools.report_failure); every run
+keeps its slowest cells (`slowest_cells`: where a long notebook spends its time, in runs.json and the summary). With
 `jobs` > 1 the notebooks run in the phases of helpers.tools.report_plan: the accuracy-only notebooks
 beside the timing ones with the GPU hidden, the GPU accuracy notebooks beside each other, the notebooks
 that time the CPU with nothing beside them. `on_done` is called after every notebook (the report writes
@@ -23,9 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from helpers.reference import ROOT
-from helpers.tools import report_failure, report_plan
+from helpers.tools import report_failure, report_plan, report_summary
 from helpers.tools.report_summary import NotebookRun
 
+SLOWEST = 3  # the slowest code cells a run keeps (where a long notebook spends its time)
 RETRIES = 1  # a failed notebook runs once more in a fresh kernel; both outcomes are kept (a flaky cell shows)
 # Imported by each notebook's kernel while the notebook before it runs (about 4 s a kernel on the H200).
 WARM_IMPORTS = "import numpy, torch, helpers"
@@ -79,7 +81,26 @@ def execute(path: Path, client: Any, out_dir: Path, tag: str = "", env: dict[str
     seconds = time.perf_counter() - t0
     (out_dir / "executed").mkdir(parents=True, exist_ok=True)
     nbformat.write(client.nb, out_dir / "executed" / f"{path.parent.name}__{path.stem}{tag}{path.suffix}")
-    return NotebookRun(str(path.relative_to(ROOT)), seconds, ok, error, failure)
+    return NotebookRun(str(path.relative_to(ROOT)), seconds, ok, error, failure, slowest_cells=slowest_cells(client.nb))
+
+
+def slowest_cells(nb: Any, top: int = SLOWEST) -> list[dict]:
+    """The `top` slowest code cells of an executed notebook, slowest first: cell index and first line (as a failure
+    names its cell) and seconds, from the timing nbclient writes into each cell's metadata (cells without it: left out)."""
+    from datetime import datetime
+
+    def stamp(text: str) -> datetime:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+    rows = []
+    for index, cell in enumerate(nb.cells):
+        times = cell.get("metadata", {}).get("execution", {}) if cell.cell_type == "code" else {}
+        try:
+            seconds = (stamp(times["shell.execute_reply"]) - stamp(times["iopub.execute_input"])).total_seconds()
+        except (KeyError, TypeError, ValueError):  # not run, or no timing kept
+            continue
+        rows.append({"cell": index, "seconds": round(seconds, 1), "line": report_failure.first_line(cell.source)[:80]})
+    return sorted(rows, key=lambda r: -r["seconds"])[:top]
 
 
 def execute_with_retry(path: Path, client: Any, out_dir: Path, timeout: int, env: dict[str, str] | None = None,
@@ -189,7 +210,8 @@ def execute_all(paths: list[Path], out_dir: Path, timeout: int, *, jobs: int = 1
             with lock:
                 runs.append(run)
                 bar.update()
-                print(f"{run.path}: {run.status()} in {run.seconds:.0f} s", flush=True)
+                slow = f"; slowest {report_summary.slowest_cell(run)}" if run.slowest_cells else ""
+                print(f"{run.path}: {run.status()} in {run.seconds:.0f} s{slow}", flush=True)
                 if on_done is not None and not stop.is_set():  # after Ctrl-C the report writes nothing more
                     on_done(list(runs))
         return done

@@ -32,6 +32,7 @@ class NotebookRun:
     attempts: list[dict] = field(default_factory=list)  # earlier tries of this notebook (a failed first run)
     phase: str = ""  # with --jobs N: the phase it ran in (helpers.tools.report_plan), and whether beside others
     start_s: float | None = None  # when its (last) try started, seconds after the run began
+    slowest_cells: list[dict] = field(default_factory=list)  # report_exec.slowest_cells: where its time went
 
     @property
     def flaky(self) -> bool:
@@ -54,7 +55,17 @@ class NotebookRun:
                 **({"failure": self.failure} if self.failure else {}),
                 **({"attempts": self.attempts} if self.attempts else {}),
                 **({"phase": self.phase} if self.phase else {}),
-                **({"start_s": self.start_s} if self.start_s is not None else {})}
+                **({"start_s": self.start_s} if self.start_s is not None else {}),
+                **({"slowest_cells": self.slowest_cells} if self.slowest_cells else {})}
+
+
+def slowest_cell(run: NotebookRun) -> str:
+    """'cell 20 `speed = ...`: 161 s (73 %)' for the summary's table ('' where the run kept no cell timing)."""
+    if not run.slowest_cells:
+        return ""
+    c = run.slowest_cells[0]
+    share = f" ({100 * c['seconds'] / run.seconds:.0f} %)" if run.seconds > 0 else ""
+    return f"cell {c['cell']} `{c['line']}`: {c['seconds']:.0f} s{share}"
 
 
 def failure_sections(runs: Sequence[NotebookRun]) -> list[str]:
@@ -128,10 +139,13 @@ def summary_markdown(records: list[bench.Record], runs: Sequence[NotebookRun], m
         verdict = ("missing" if r is None else f"not resolved ({s.lo:.3g}..{s.hi:.3g})" if t.straddled(s) else
                    {True: "yes", False: "**no**", None: "reported"}[t.met(r.value)])
         lines.append(f"| `{t.name}` | {_fmt_value(r)}{where} | {t.text} | {verdict} | {t.meaning} |")
-    lines += ["", "## Notebooks", "", "| notebook | seconds | status |", "|---|---|---|"]
+    timed = any(run.slowest_cells for run in runs)  # runs stored before cells were timed have no such column
+    lines += ["", "## Notebooks", "", "| notebook | seconds | status |" + " slowest cell |" * timed,
+              "|---|---|---|" + "---|" * timed]
     for run in runs:
-        status = run.status().replace("|", "\\|")  # a message's pipe would split the table's cell
-        lines.append(f"| {run.path} | {run.seconds:.0f} | {status} |")
+        cells = (run.status(), slowest_cell(run)) if timed else (run.status(),)
+        lines.append(f"| {run.path} | {run.seconds:.0f} | "
+                     + " | ".join(c.replace("|", "\\|") for c in cells) + " |")  # a pipe would split a cell
     lines += failure_sections(runs) + schedule_section(runs)
     if figures:
         lines += ["", f"## Figure problems ({len(figures)} figures)", ""]

@@ -53,6 +53,27 @@ def test_summary_marks_targets_and_missing():
     assert "| `qat.delta_pts` | missing |" in text and "FAILED: ValueError: boom" in text
 
 
+def test_slowest_cells_come_from_the_cells_timing_slowest_first():
+    """Cells are numbered as a failure numbers them (markdown included); unrun or untimed cells are left out."""
+    import nbformat
+
+    def timed(src, start, end):
+        cell = nbformat.v4.new_code_cell(src)
+        cell.metadata["execution"] = {"iopub.execute_input": f"2026-12-06T10:00:{start:02d}.000000Z",
+                                      "shell.execute_reply": f"2026-12-06T10:00:{end:02d}.500000Z"}
+        return cell
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# t"), timed("a = 1", 0, 1),
+                                         nbformat.v4.new_code_cell("never run"), timed("\n  b = slow()\n", 1, 9),
+                                         timed("c = 3", 9, 9)])
+    assert report_exec.slowest_cells(nb, top=2) == [{"cell": 3, "seconds": 8.5, "line": "b = slow()"},
+                                                    {"cell": 1, "seconds": 1.5, "line": "a = 1"}]
+    assert report_exec.slowest_cells(nbformat.v4.new_notebook()) == []
+    run = report.NotebookRun("notebooks/x.ipynb", 10.0, True, slowest_cells=report_exec.slowest_cells(nb))
+    assert "| notebooks/x.ipynb | 10 | ok | cell 3 `b = slow()`: 8 s (85 %) |" in report.summary_markdown([], [run], 1.0)
+    assert report.NotebookRun(**run.to_json()) == run  # runs.json reads back
+
+
 def test_summary_says_not_resolved_when_the_spread_straddles_the_target():
     """0.9165 against >= 0.92 is no miss when its stored spread is 0.909..0.922 (the H200 copy run of 2026-12-02)."""
     straddles = bench.Record("copy.cupy_over_d2d", 0.9165, "ratio", "GPU", "d", extra={"lo": 0.909, "hi": 0.922})
@@ -153,7 +174,7 @@ def test_execute_all_prestarts_warm_kernels_and_reports_failures(tmp_path, monke
 
     import nbformat
 
-    cells = {"a": ["x = 1"],
+    cells = {"a": ["x = 1", "import time\ntime.sleep(1.5)  # the slow cell"],
              "b": ["import sys\nassert 'torch' in sys.modules, 'the kernel was not warmed up'"],
              "c": ["def scale(x):\n    return 1 / x", "# the planted failure\ny = scale(0)"],
              "d": ["import os\nfirst = not os.path.exists('tried')\nopen('tried', 'w').close()\n"
@@ -183,6 +204,9 @@ def test_execute_all_prestarts_warm_kernels_and_reports_failures(tmp_path, monke
             "FAILED twice: cell 2 `# the planted failure`: ZeroDivisionError: division by zero |" in summary)
     assert "flaky: failed at first (cell 1 `import os`: AssertionError: fails at the first try only)" in summary
     assert "### c.ipynb failed (try 1 of 2)" in summary and "----> 2     return 1 / x" in summary
+    slow = runs[0].slowest_cells[0]  # where a notebook's time went, from nbclient's timing of each cell
+    assert (slow["cell"], slow["line"]) == (2, "import time") and 1.5 <= slow["seconds"] <= runs[0].seconds
+    assert stored[0]["slowest_cells"][0] == slow and "| a.ipynb |" in summary and "| cell 2 `import time`: " in summary
     assert sorted(p.name for p in (out / "executed").iterdir()) == [
         f"{tmp_path.name}__{n}.ipynb" for n in ("a", "b", "c", "c.retry1", "d", "d.retry1")]
 
