@@ -12,6 +12,7 @@ Serves: chapter 9.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import torch
@@ -143,6 +144,36 @@ def accuracy_rows(device: str = "cpu") -> list[dict]:
 STAGES = ("bert", "resnet", "accuracy")
 
 
+class StageClock:
+    """Wall seconds of a measurement's stages, in the order they ran: `start(name)` ends the stage before it, and
+    `line()` says where the time went (tuning, compiling and timing each have their share)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._current: tuple[str, float] | None = None
+
+    def start(self, name: str) -> None:
+        """Begin stage `name` (ending the one that runs)."""
+        self.stop()
+        self._current = (name, time.perf_counter())
+
+    def stop(self) -> None:
+        """End the running stage, if any (a stage started twice adds up)."""
+        if self._current is not None:
+            name, t0 = self._current
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0
+            self._current = None
+
+    def line(self, what: str) -> str:
+        """'<what> took 161 s: tuning 9 s (6 %), ...' (stages in the order they ran)."""
+        self.stop()
+        total = sum(self.seconds.values())
+        if not self.seconds:
+            return f"{what}: no stage ran"
+        return f"{what} took {total:.0f} s: " + ", ".join(
+            f"{k} {v:.0f} s ({100 * v / max(total, 1e-9):.0f} %)" for k, v in self.seconds.items())
+
+
 def measure(batch: int = 32, seq: int = 128, images: int = 256, torchao: bool = True,
             stages: tuple[str, ...] = STAGES) -> Rows:
     """Everything chapter 9 times on a GPU (all three stages together took 161 s inside notebook 09 on an H100 with
@@ -151,23 +182,28 @@ def measure(batch: int = 32, seq: int = 128, images: int = 256, torchao: bool = 
     torchao's compiled FP8 BERT, 39 s);
     `stages` picks a part ('bert': the GEMMs, BERT-base and torchao; 'resnet'; 'accuracy')."""
     out: Rows = {}
+    clock = StageClock()
     if "bert" in stages:
-        out.update(_measure_bert(batch, seq, torchao))
+        out.update(_measure_bert(batch, seq, torchao, clock))
     if "resnet" in stages:
+        clock.start("ResNet-50: building and tuning every path")
         rn, errors, tuned = eb.resnet_variants(images)
         _failed(errors)
         out["tuned"] = out.get("tuned", []) + tuned
+        clock.start("ResNet-50: interleaved rounds and the kernel split")
         out["resnet"] = _rate_rows(et.interleaved(rn, rounds=12, inner=3), images, "images/s")
         for k, v in _parts("ResNet-50", rn, tuple(rn)).items():
             out[k] = out.get(k, []) + v
         rn.clear()
         torch.cuda.empty_cache()
     if "accuracy" in stages:
+        clock.start("accuracy")
         out["accuracy"] = accuracy_rows("cuda")
+    print(clock.line("Measuring the engine on this GPU"))
     return out
 
 
-def _measure_bert(batch: int, seq: int, torchao: bool) -> Rows:
+def _measure_bert(batch: int, seq: int, torchao: bool, clock: StageClock) -> Rows:
     """The GEMM tuning and table, BERT-base's paths in interleaved rounds, torchao's in a round of their own."""
     from tqdm.auto import tqdm
 
@@ -175,6 +211,7 @@ def _measure_bert(batch: int, seq: int, torchao: bool) -> Rows:
 
     def step(what: str) -> None:
         bar.set_postfix_str(what)
+        clock.start(what)
 
     step("tuning the fused GEMM per shape")
     tuned, engine_configs, tuned_rows = {}, {}, []
