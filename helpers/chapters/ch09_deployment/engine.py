@@ -165,7 +165,7 @@ class StageClock:
             self._current = None
 
     def line(self, what: str) -> str:
-        """'<what> took 161 s: tuning 9 s (6 %), ...' (stages in the order they ran)."""
+        """'<what> took <total> s: <stage> <seconds> s (<share> %), ...' (stages in the order they ran)."""
         self.stop()
         total = sum(self.seconds.values())
         if not self.seconds:
@@ -236,6 +236,7 @@ def _measure_bert(batch: int, seq: int, torchao: bool, clock: StageClock) -> Row
         except Exception as exc:
             raise RuntimeError(f"BERT-base path {name!r} failed when run after the others were built: {exc}") from exc
     bert_rows = _rate_rows(et.interleaved(bert, rounds=15, inner=5), batch, "sequences/s")
+    step("BERT-base: the unfused trace and the kernel split")
     unfused, errors = eb.bert_variants(batch, seq, engine_configs, paths=(UNFUSED,))  # traced only: what fusion removes
     _failed(errors)
     parts = _parts("BERT-base", {**bert, **unfused}, (UNFUSED, "fp16 compiled + CUDA graph", "fp16 engine + CUDA graph",
