@@ -548,21 +548,6 @@ def test_the_gemm_sentence_says_whether_the_library_sets_the_ceiling(lib, verdic
     assert "最快的 8 位 GEMM" in capsys.readouterr().out
 
 
-def test_the_stage_clock_says_where_a_measurement_spent_its_time(monkeypatch):
-    """Notebook 09's measurement (161 s of the notebook's 221 in the H100 run of 2026-12-06) prints its stages' shares."""
-    from helpers.chapters.ch09_deployment import engine
-
-    now = iter([0.0, 2.0, 2.0, 8.0, 8.0, 10.0])  # start a, (a ends) start b, (b ends) start a again, line
-    monkeypatch.setattr(engine.time, "perf_counter", lambda: next(now))
-    clock = engine.StageClock()
-    clock.start("tuning")
-    clock.start("building")
-    clock.start("tuning")  # a stage started again adds up
-    assert clock.line("Measuring") == "Measuring took 10 s: tuning 4 s (40 %), building 6 s (60 %)"
-    assert clock.line("Measuring") == "Measuring took 10 s: tuning 4 s (40 %), building 6 s (60 %)"  # stops once
-    assert engine.StageClock().line("Measuring") == "Measuring: no stage ran"
-
-
 def test_the_measurement_prints_where_its_time_went(monkeypatch, capsys):
     from helpers.chapters.ch09_deployment import engine
 

@@ -12,7 +12,6 @@ Serves: chapter 9.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import torch
@@ -23,6 +22,7 @@ from helpers.chapters.ch09_deployment import engine_tune as et
 from helpers.chapters.ch09_deployment.workloads import MLPERF_RESNET50_H200
 from helpers.experiment import Experiment, Rows, Table
 from helpers.spread import Spread
+from helpers.stage_clock import StageClock
 
 
 TUNED = Table("ch09.engine.tuned", keys=("format", "shape"), value="TFLOP/s", unit="TFLOP/s", fields=("config",),
@@ -142,36 +142,6 @@ def accuracy_rows(device: str = "cpu") -> list[dict]:
 
 
 STAGES = ("bert", "resnet", "accuracy")
-
-
-class StageClock:
-    """Wall seconds of a measurement's stages, in the order they ran: `start(name)` ends the stage before it, and
-    `line()` says where the time went (tuning, compiling and timing each have their share)."""
-
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = {}
-        self._current: tuple[str, float] | None = None
-
-    def start(self, name: str) -> None:
-        """Begin stage `name` (ending the one that runs)."""
-        self.stop()
-        self._current = (name, time.perf_counter())
-
-    def stop(self) -> None:
-        """End the running stage, if any (a stage started twice adds up)."""
-        if self._current is not None:
-            name, t0 = self._current
-            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0
-            self._current = None
-
-    def line(self, what: str) -> str:
-        """'<what> took <total> s: <stage> <seconds> s (<share> %), ...' (stages in the order they ran)."""
-        self.stop()
-        total = sum(self.seconds.values())
-        if not self.seconds:
-            return f"{what}: no stage ran"
-        return f"{what} took {total:.0f} s: " + ", ".join(
-            f"{k} {v:.0f} s ({100 * v / max(total, 1e-9):.0f} %)" for k, v in self.seconds.items())
 
 
 def measure(batch: int = 32, seq: int = 128, images: int = 256, torchao: bool = True,

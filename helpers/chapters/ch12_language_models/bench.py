@@ -29,6 +29,7 @@ from helpers.chapters.ch12_language_models import batch_sweep, experiments, gemv
 from helpers.experiment import Result
 from helpers.kernels import wo_gemv as wg
 from helpers.quant import weight_only as wo
+from helpers.stage_clock import StageClock
 
 
 GEMM_GRID = ((16, 32, 128, 4, 3), (16, 64, 128, 4, 4), (32, 64, 128, 4, 3), (64, 64, 64, 4, 4),
@@ -89,13 +90,15 @@ def run_all(quick: bool = False, layers: int = 32, do_tune: bool = False, tune_g
     out: dict[str, Any] = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
                            "triton": triton.__version__}
 
+    clock = StageClock()
+
     def stage(name: str, fn: Callable[[], Any]) -> Any:
-        t0 = time.time()
+        clock.start(name)
         try:
             out[name] = fn()  # an Experiment's Result: its rows are kept below
         except Exception:  # noqa: BLE001 - keep the other stages' results
             out[name] = {"error": traceback.format_exc()[-3000:]}
-        out.setdefault("seconds", {})[name] = round(time.time() - t0, 1)
+        out.setdefault("seconds", {})[name] = round(clock.stop(), 1)
         print(f"[ch12 bench] {name}: {out['seconds'][name]} s", flush=True)
         return out[name]
 
@@ -114,6 +117,7 @@ def run_all(quick: bool = False, layers: int = 32, do_tune: bool = False, tune_g
     for name, res in list(out.items()):
         if isinstance(res, Result):
             out[name] = res.rows
+    print("[ch12 bench] " + clock.line("every stage"), flush=True)
     return out
 
 
