@@ -1,5 +1,5 @@
-"""The command line of the weight-only GEMM's GPU checks (``wo_gemm_check``, ``wo_gemm_flat_check``): --out DIR, a new
-or empty folder (a check never replaces files it did not write), or --selftest, and --rounds.
+"""The command line of the weight-only GEMM's GPU check (``wo_gemm_check``): --out DIR, a new or empty folder (a check
+never replaces files it did not write), or --selftest, and --rounds.
 
 Serves: core — used by chapter 12.
 """

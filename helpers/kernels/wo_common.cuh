@@ -1,6 +1,6 @@
-// Device functions shared by the weight-only tensor-core kernels (wo_gemm.cu, wo_flat.cu): the LOP3 helper, one
-// mma.sync m16n8k16 (FP16 in, FP32 accumulate) and the in-register dequantisation of the fragment layouts of
-// helpers/quant/wo_layout.py. The Python launchers write this file into the source in place of its #include line
+// Device functions of the weight-only tensor-core kernel (wo_gemm.cu): the LOP3 helper, one mma.sync m16n8k16
+// (FP16 in, FP32 accumulate) and the in-register dequantisation of the fragment layouts of
+// helpers/quant/wo_layout.py. The Python launcher writes this file into the source in place of its #include line
 // (wo_gemm.source), so that cupy's cache sees every change of it.
 #ifndef WO_COMMON_CUH
 #define WO_COMMON_CUH

@@ -25,7 +25,7 @@
 //   7. finish       split-K only: the last block of a column range converts the sums (one launch, no second pass).
 // Needs compute capability 8.0+ (cp.async, mma.sync m16n8k16); it runs unchanged on Hopper.
 #include <cuda_fp16.h>
-#include "wo_common.cuh"  // lop3_and_or, mma16816, dequant_w4, dequant_w8 (shared with wo_flat.cu)
+#include "wo_common.cuh"  // lop3_and_or, mma16816, dequant_w4, dequant_w8
 
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {  // 16 bytes global -> shared, async
     unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));

@@ -210,7 +210,7 @@ def measured(scheme: str, n: int, k: int, m: int) -> dict | None:
 
 
 def fastest(scheme: str, n: int, k: int, m: int) -> str | None:
-    """Which course kernel the measured table found fastest for the case ('gemm', 'flat', 'gemv', ...), or None."""
+    """Which course kernel the measured table found fastest for the case ('gemm', 'gemv', 'triton'), or None."""
     row = measured(scheme, n, k, m)
     return row.get("fastest") if row else None
 
@@ -272,10 +272,10 @@ _streams: dict[int, Any] = {}
 
 
 @functools.cache
-def source(name: str = "wo_gemm") -> str:
-    """The CUDA source text of ``<name>.cu``, each ``#include "*.cuh"`` of this folder written in (so cupy's cache
+def source() -> str:
+    """The CUDA source text of ``wo_gemm.cu``, each ``#include "*.cuh"`` of this folder written in (so cupy's cache
     key, the text, changes with the header)."""
-    text = (HERE / f"{name}.cu").read_text(encoding="utf-8")
+    text = (HERE / "wo_gemm.cu").read_text(encoding="utf-8")
     return re.sub(r'#include "(\w+\.cuh)"[^\n]*', lambda h: (HERE / h[1]).read_text(encoding="utf-8"), text)
 
 
@@ -302,8 +302,8 @@ def launch_stream() -> Any:
 
 
 def launch_inputs(x: Any, p: Any, out: Any) -> tuple[int, torch.Tensor, torch.Tensor]:
-    """Validate a call's activations, prepared weight and `out` (both weight-only GEMMs take them alike); return M,
-    x contiguous and 16-byte aligned, and y (`out` or a new FP16 (M, N))."""
+    """Validate a call's activations, prepared weight and `out`; return M, x contiguous and 16-byte aligned, and y
+    (`out` or a new FP16 (M, N))."""
     if not isinstance(p, GemmWeight):
         raise InputError(f"the weight must come from wo_gemm.prepare(...), got {type(p).__name__}; "
                          "e.g. prepare(quantize_w4(w, 128)).")

@@ -5,15 +5,12 @@ dispatch table (``measure_table``) that chapter 12's batched decode runs with.
     python -m helpers.kernels.wo_gemm_check --selftest    a few small cases, e.g. under compute-sanitizer:
     compute-sanitizer --tool memcheck python -m helpers.kernels.wo_gemm_check --selftest   (also racecheck, synccheck)
 
-Correctness: every scheme (W4 g32/g64/g128, W8), config and split (1, an uneven 3, MAX_SPLIT), and every launch of
-the warp-flat family (``wo_gemm_flat.check_launches``), against the float32 reference at M = 1..64 and an odd N,
-printing max error / max |y|. Timing: each kernel walks through enough weight
+Correctness: every scheme (W4 g32/g64/g128, W8), config and split (1, an uneven 3, MAX_SPLIT) against the float32
+reference at M = 1..64 and an odd N, printing max error / max |y|. Timing: each kernel walks through enough weight
 copies to defeat the 50 MB L2, captured in one CUDA graph; the graphs of one (shape, M) are replayed interleaved, one
 timing of each per round, median and p10..p90 kept. The GEMM's launches per case are `candidates`: the rule's split
-and larger ones up to the split that fills the SMs' resident blocks (wo_gemm.blocks_per_sm); the flat family's are
-``wo_gemm_flat.candidates`` (timed as 'flat <config> b<blocks an SM>'). Writes DIR/rows.json
-(kernel, scheme, shape, M, us, lo, hi), DIR/pick.json (the fastest GEMM launch per case, and under 'flat' the fastest
-flat one, for wo_gemm.use_table),
+and larger ones up to the split that fills the SMs' resident blocks (wo_gemm.blocks_per_sm). Writes DIR/rows.json
+(kernel, scheme, shape, M, us, lo, hi), DIR/pick.json (the fastest GEMM launch per case, for wo_gemm.use_table),
 DIR/records.json (the llm.gemm.* headlines, when every case is correct; store them with
 ``python -m helpers.tools.report store-records DIR/records.json --into h100``) and prints ratios over cuBLAS FP16
 (geometric mean over shapes).
@@ -35,7 +32,6 @@ import torch
 
 from helpers.kernels import gpu_check_cli
 from helpers.kernels import wo_gemm as G
-from helpers.kernels import wo_gemm_flat as F
 from helpers.kernels.wo_gemm_timing import (L2_BYTES, TOLERANCE, answering, capture, copies,  # noqa: F401
                                           relative_error, time_graphs)  # (re-exported)
 from helpers.quant import weight_only as wo
@@ -45,7 +41,7 @@ SHAPES = ((4096, 4096), (11008, 4096), (4096, 11008))  # LLaMA-7B: q/k/v/o, gate
 BATCHES = (1, 2, 4, 8, 16, 32, 64)
 CHECK_M = (1, 2, 3, 4, 8, 16, 17, 32, 64)
 MAX_CANDIDATES = 9  # fused GEMM launches timed per scheme, shape and M (with the 2-pass one, 10 graphs)
-COURSE_FAMILIES = ("gemm", "gemm-2pass", "flat", "gemv", "triton")  # the course's (cuBLAS, tinygemm: peers)
+COURSE_FAMILIES = ("gemm", "gemm-2pass", "gemv", "triton")  # the course's (cuBLAS, tinygemm: peers)
 COMMAND = "python -m helpers.kernels.wo_gemm_check --out DIR"
 HARNESS = "interleaved rounds, CUDA-graph replay over weight copies that defeat L2"
 
@@ -65,8 +61,7 @@ def exact_weight(q: wo.W4Weight | wo.W8Weight) -> torch.Tensor:
 
 
 def check_cases(shapes: tuple, batches: tuple, splits: tuple[int, ...] = (1, 3, G.MAX_SPLIT)) -> list[dict]:
-    """Every scheme, config and split (and every flat launch of ``wo_gemm_flat.check_launches``) on the given shapes
-    and batches; one row per case with its relative error."""
+    """Every scheme, config and split on the given shapes and batches; one row per case with its relative error."""
     rows = []
     for n, k in shapes:
         w = layer(n, k)
@@ -83,11 +78,6 @@ def check_cases(shapes: tuple, batches: tuple, splits: tuple[int, ...] = (1, 3, 
                             err = relative_error(y, ref)
                             rows.append({"scheme": scheme, "shape": f"{n}x{k}", "M": m, "config": config,
                                          "split": split, "fused": fused, "error": err, "ok": err <= TOLERANCE})
-                for config, blocks in F.check_launches(p.bits, m):  # the flat family: full grid and tiny ones
-                    err = relative_error(F.gemm(x, p, config, blocks), ref)
-                    rows.append({"scheme": scheme, "shape": f"{n}x{k}", "M": m, "split": 1, "fused": True,
-                                 "config": f"flat-{config} grid {blocks or 'full'}", "error": err,
-                                 "ok": err <= TOLERANCE})
     return rows
 
 
@@ -148,15 +138,6 @@ def gemm_calls(ps: list, config: str, split: int, fused: bool | None, at: set[in
     return make
 
 
-def flat_calls(ps: list, config: str, per_sm: int, at: set[int]) -> Callable[[torch.Tensor], list]:
-    """A function of x giving one flat GEMM call per weight copy (per_sm blocks an SM), or none where M is not in
-    `at`."""
-    def make(x: torch.Tensor) -> list:
-        grid = F.grid_blocks(ps[0].n, ps[0].k, per_sm, G.sm_count())
-        return [lambda p=p: F.gemm(x, p, config, grid) for p in ps] if x.shape[0] in at else []
-    return make
-
-
 def kernels_for(n: int, k: int, w: torch.Tensor, batches: tuple = BATCHES
                 ) -> dict[str, tuple[str, Callable[[torch.Tensor], list]]]:
     """name -> (scheme, a function of x giving one call per weight copy) for every kernel timed at this shape."""
@@ -184,12 +165,6 @@ def kernels_for(n: int, k: int, w: torch.Tensor, batches: tuple = BATCHES
         config, split = "a", G.rule_split(n, k, "a", G.sm_count())  # the rule's launch with the second pass as well
         if split > 1:
             out[f"gemm-2pass {config} s{split} {scheme}"] = (scheme, gemm_calls(ps, config, split, False, set(batches)))
-        flat: dict[tuple[str, int], set[int]] = {}  # flat launch -> the M it is a candidate at
-        for m in batches:
-            for launch in F.candidates(p.bits, m):
-                flat.setdefault(launch, set()).add(m)
-        for (config, per_sm), ms in flat.items():
-            out[f"flat {config} b{per_sm} {scheme}"] = (scheme, flat_calls(ps, config, per_sm, ms))
         gv = wo_gemv.prepare(q)
         gvs = [gv] + [gv.clone() for _ in range(copies(gv.nbytes) - 1)]
         out[f"gemv {scheme}"] = (scheme, lambda x, gvs=gvs: [] if x.shape[0] > wo_gemv.MAX_BATCH else [
@@ -208,12 +183,12 @@ def kernels_for(n: int, k: int, w: torch.Tensor, batches: tuple = BATCHES
     return out
 
 
-def bench(shapes: tuple, batches: tuple, rounds: int, keep: Callable[[str], bool] = lambda name: True) -> list[dict]:
-    """Timing rows (kernel, scheme, shape, M, us, lo, hi, rounds_us) for every kernel `keep` takes (by name), shape
-    and batch; the kernels of one shape and batch interleaved round by round."""
+def bench(shapes: tuple, batches: tuple, rounds: int) -> list[dict]:
+    """Timing rows (kernel, scheme, shape, M, us, lo, hi, rounds_us) for every kernel, shape and batch; the kernels
+    of one shape and batch interleaved round by round."""
     rows = []
     for n, k in shapes:
-        kernels = {name: v for name, v in kernels_for(n, k, layer(n, k), batches).items() if keep(name)}
+        kernels = kernels_for(n, k, layer(n, k), batches)
         for m in batches:
             x = torch.randn(m, k, device="cuda").half()
             graphs = {}
@@ -233,18 +208,10 @@ def bench(shapes: tuple, batches: tuple, rounds: int, keep: Callable[[str], bool
     return rows
 
 
-# The families chapter 12's dispatch table times. The flat family passed ``wo_gemm_flat_check`` on an H100 (2026-12-07:
-# correct, graph replay, compute-sanitizer clean) and was slower than the tensor-core GEMM at every M of both schemes
-# (the README's GPU section has the numbers), so it is not timed here.
-DISPATCH_FAMILIES = ("gemm",)
-
-
-def measure_table(shapes: tuple, batches: tuple, rounds: int = 3,
-                  families: tuple[str, ...] = DISPATCH_FAMILIES) -> dict[str, dict]:
-    """The dispatch table of the GEMM's own launches (``candidates``, and the flat family's where `families` has it)
-    at these (N, K) shapes and batches, each checked against the reference and then timed in CUDA graphs over weight
-    copies, interleaved: {table_key: {'config', 'split', 'us', 'flat': {'config', 'blocks' (per SM), 'us'}}} for
-    ``wo_gemm.set_table`` (``wo_gemm_flat.run`` dispatches by it). Only the fused launches, no peers."""
+def measure_table(shapes: tuple, batches: tuple, rounds: int = 3) -> dict[str, dict]:
+    """The dispatch table of the GEMM's own launches (``candidates``) at these (N, K) shapes and batches, each checked
+    against the reference and then timed in CUDA graphs over weight copies, interleaved: {table_key: {'config',
+    'split', 'us'}} for ``wo_gemm.set_table``. Only the fused launches, no peers."""
     rows = []
     for n, k in shapes:
         w = layer(n, k)
@@ -255,8 +222,6 @@ def measure_table(shapes: tuple, batches: tuple, rounds: int = 3,
                 x = torch.randn(m, k, device="cuda").half()
                 calls = {f"gemm {c} s{s} {scheme}": gemm_calls(ps, c, s, None, {m})(x)
                          for c, s in candidates(p.bits, n, k, m)}
-                calls |= {f"flat {c} b{b} {scheme}": flat_calls(ps, c, b, {m})(x)
-                          for c, b in (F.candidates(p.bits, m) if "flat" in families else ())}
                 graphs = {name: (capture(cs), len(ps)) for name, cs in answering(calls, G.reference(x, p)).items()}
                 rows += [{"kernel": name, "scheme": scheme, "shape": f"{n}x{k}", "M": m, "us": statistics.median(us)}
                          for name, us in time_graphs(graphs, rounds).items()]
@@ -275,18 +240,14 @@ def summarize(rows: list[dict]) -> tuple[dict, list[str]]:
             best[key] = r
     table: dict[str, dict] = {}
     for (family, scheme, shape, m), r in best.items():
-        if family in ("gemm", "flat"):
+        if family == "gemm":
             _, config, split, _ = r["kernel"].split()
             n, k = shape.split("x")
-            row = table.setdefault(G.table_key(scheme, int(n), int(k), m), {})
-            if family == "gemm":
-                row.update({"config": config, "split": int(split[1:]), "us": r["us"]})
-            else:
-                row["flat"] = {"config": config, "blocks": int(split[1:]), "us": r["us"]}
-    for key, row in table.items():  # the fastest of the course's kernels (GEMM, flat, GEMV, Triton) for the case
+            table[G.table_key(scheme, int(n), int(k), m)] = {"config": config, "split": int(split[1:]), "us": r["us"]}
+    for key, row in table.items():  # the fastest of the course's kernels (GEMM, GEMV, Triton) for the case
         scheme, shape, m = key.split()
         mine = {f: r["us"] for (f, s, sh, mm), r in best.items()
-                if f in ("gemm", "flat", "gemv", "triton") and s == scheme and sh == shape and f"m{mm}" == m}
+                if f in ("gemm", "gemv", "triton") and s == scheme and sh == shape and f"m{mm}" == m}
         row["fastest"] = min(mine, key=mine.get)
     lines = ["ratio = cuBLAS FP16 µs / kernel µs, geometric mean over shapes (higher is faster)"]
     families = sorted({(f, s) for f, s, _, _ in best if s != "fp16"})

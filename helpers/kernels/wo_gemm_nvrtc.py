@@ -1,5 +1,5 @@
-"""Compile ``wo_gemm.cu`` (or ``wo_flat.cu``) with NVRTC for a GPU target without a GPU (cuda-bindings), so a CPU
-test catches a C++, PTX or register-spill error before the kernel reaches a GPU.
+"""Compile ``wo_gemm.cu`` with NVRTC for a GPU target without a GPU (cuda-bindings), so a CPU test catches a C++,
+PTX or register-spill error before the kernel reaches a GPU.
 
 Serves: tooling — the GEMM's CPU compile test.
 """
@@ -32,12 +32,11 @@ def available() -> bool:
     return importlib.util.find_spec("cuda.bindings") is not None and include_dir() is not None
 
 
-def compile_log(names: list[str] | None = None, arch: str = "sm_90", file: str = "wo_gemm") -> tuple[bool, str]:
-    """(compiled, compiler log with ptxas -v) of the named instances (default: all of wo_gemm) of ``<file>.cu`` for
-    `arch`."""
+def compile_log(names: list[str] | None = None, arch: str = "sm_90") -> tuple[bool, str]:
+    """(compiled, compiler log with ptxas -v) of the named instances (default: all) for `arch`."""
     from cuda.bindings import nvrtc
 
-    err, prog = nvrtc.nvrtcCreateProgram(source(file).encode(), f"{file}.cu".encode(), 0, [], [])
+    err, prog = nvrtc.nvrtcCreateProgram(source().encode(), b"wo_gemm.cu", 0, [], [])
     for n in names or all_kernel_names():
         nvrtc.nvrtcAddNameExpression(prog, n.encode())
     opts = [f"--gpu-architecture={arch}".encode(), b"--std=c++17", f"-I{include_dir()}".encode(), b"-Xptxas=-v"]

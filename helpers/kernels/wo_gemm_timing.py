@@ -1,6 +1,6 @@
-"""The timing primitives of the weight-only GEMM checks: weight copies that defeat L2, CUDA-graph capture of a list of
-calls, interleaved rounds of graph replays (``wo_gemm_check`` and ``wo_gemm_flat_check`` time with them), and the
-answer check that every timed launch passes first.
+"""The timing primitives of the weight-only GEMM check (``wo_gemm_check``): weight copies that defeat L2, CUDA-graph
+capture of a list of calls, interleaved rounds of graph replays, and the answer check that every timed launch passes
+first.
 
 Serves: core — used by chapter 12.
 """

@@ -16,9 +16,7 @@ A batch of B sequences (``build_batch``, ``step_batch``) decodes one token for e
 its own KV cache; the paths differ only in their GEMMs, everything else is the same PyTorch ops:
     fp16 (cuBLAS)         F.linear
     <kind> GEMM (CUDA)    the tensor-core weight-only GEMM (w8a16, w4a16 g128): per GEMM shape and batch, the fastest
-                          of `helpers.kernels.wo_gemm`'s launches (and of the warp-flat `helpers.kernels.wo_gemm_flat`
-                          once it is among ``wo_gemm_check.DISPATCH_FAMILIES``), as measured on this GPU
-                          (``measure_launches``)
+                          of `helpers.kernels.wo_gemm`'s launches, as measured on this GPU (``measure_launches``)
 
 Serves: chapter 12.
 """
@@ -34,7 +32,6 @@ import torch.nn.functional as F
 
 from helpers.kernels import triton_gemv as tg
 from helpers.kernels import wo_gemm as wm
-from helpers.kernels import wo_gemm_flat as wf
 from helpers.kernels import wo_gemv as wg
 from helpers.quant import weight_only as wo
 
@@ -213,20 +210,17 @@ def gemm_shapes(shape: StackShape) -> tuple[tuple[int, int], ...]:
 
 
 def measure_launches(shape: StackShape, batches: tuple[int, ...]) -> tuple[dict[str, dict], list[dict[str, Any]]]:
-    """Time the tensor-core GEMM's candidate launches (config, split-K) and, where ``wo_gemm_check.DISPATCH_FAMILIES``
-    has it, the warp-flat family's (config, blocks an SM) at the stack's shapes and these batches: the fastest of each case as the dispatch table (for
-    ``wo_gemm.set_table``; ``wo_gemm_flat.run`` follows it), and as rows (which launch every GEMM of the batched
-    decode runs: a flat one's config is 'flat <config>', its split the blocks an SM)."""
+    """Time the tensor-core GEMM's candidate launches (config, split-K) at the stack's shapes and these batches: the
+    fastest of each case as the dispatch table (for ``wo_gemm.set_table``), and as rows (which launch every GEMM of
+    the batched decode runs)."""
     from helpers.kernels import wo_gemm_check
 
     table = wo_gemm_check.measure_table(gemm_shapes(shape), batches)
     rows = []
     for key, row in table.items():
         scheme, nk, m = key.split()
-        best = row["flat"] if "flat" in row and row["flat"]["us"] < row.get("us", float("inf")) else None
-        rows.append({"scheme": scheme, "shape": nk, "M": int(m[1:]), "µs": best["us"] if best else row["us"],
-                     "config": f"flat {best['config']}" if best else row["config"],
-                     "split": best["blocks"] if best else row["split"]})
+        rows.append({"scheme": scheme, "shape": nk, "M": int(m[1:]), "µs": row["us"], "config": row["config"],
+                     "split": row["split"]})
     return table, rows
 
 
@@ -266,7 +260,7 @@ def step_batch(m: dict[str, Any], path: str) -> torch.Tensor:
         weights = m["gemm"][kind]
 
         def lin(x: torch.Tensor, w: Any) -> torch.Tensor:
-            return wf.run(x, w) if x.is_cuda else wm.reference(x, w)
+            return wm.gemm(x, w) if x.is_cuda else wm.reference(x, w)
     x = m["x"]
     for i, w in enumerate(weights):
         a = _attend_batch(lin(_rmsnorm_rows(x), w["qkv"]), m["cache"][i], shape)
