@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import io
 import math
+import os
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -21,7 +22,7 @@ import torch
 
 from helpers.errors import InputError
 from helpers.models import stdlib_text, tiny_lm
-from helpers.models.train import cache_dir, code_text, weights_hash
+from helpers.models.train import cache_dir, code_text, training_lock, weights_hash
 
 CODE_VERSION = 1
 
@@ -120,12 +121,15 @@ def trained_lm(cfg: LMTrainConfig = DEFAULT, *, progress: bool = True,
     model = tiny_lm.TinyLM(cfg.model)
     if not retrain and (losses := _load(path, model)) is not None:
         return model.eval(), losses
-    model, losses = train_lm(cfg, progress)
-    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    buf = io.BytesIO()
-    torch.save({"state_dict": state, "weights_hash": weights_hash(state), "losses": losses,
-                "config": repr(cfg), "python": sys.version.split()[0], "torch": str(torch.__version__)}, buf)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_bytes(buf.getvalue())
-    tmp.replace(path)
+    with training_lock(path):  # another process (a prefill, a parallel test worker) may be training it
+        if not retrain and (losses := _load(path, model)) is not None:
+            return model.eval(), losses
+        model, losses = train_lm(cfg, progress)
+        state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        buf = io.BytesIO()
+        torch.save({"state_dict": state, "weights_hash": weights_hash(state), "losses": losses,
+                    "config": repr(cfg), "python": sys.version.split()[0], "torch": str(torch.__version__)}, buf)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(buf.getvalue())
+        tmp.replace(path)
     return model, losses

@@ -242,7 +242,7 @@ def trained_model(name: str, *, dataset: str | None = None, progress: bool = Tru
     if not _writable(path.parent):  # e.g. the batch grader's sandbox, which mounts the cache read-only
         print(f"the model cache {path.parent} cannot be written here: training {name} for this session only.")
         return _train_and_store(model, data, cfg, None, name, progress)
-    with _training_lock(path):  # another process (a parallel test worker) may be training the same model
+    with training_lock(path):  # another process (a parallel test worker) may be training the same model
         if not retrain and path.is_file() and _load_cached(path, model, name):
             return model.eval()
         return _train_and_store(model, data, cfg, path, name, progress)
@@ -258,7 +258,7 @@ def _writable(folder: Path) -> bool:
 
 
 @contextlib.contextmanager
-def _training_lock(path: Path) -> Iterator[None]:
+def training_lock(path: Path) -> Iterator[None]:
     """Hold an exclusive lock beside the checkpoint while one process trains it (others wait, then load)."""
     import fcntl
 

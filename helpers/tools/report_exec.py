@@ -5,8 +5,9 @@ before it runs); a failed notebook runs once more, both outcomes kept (helpers.t
 keeps its slowest cells (`slowest_cells`: where a long notebook spends its time, in runs.json and the summary). With
 `jobs` > 1 the notebooks run in the phases of helpers.tools.report_plan: the accuracy-only notebooks
 beside the timing ones with the GPU hidden, the GPU accuracy notebooks beside each other, the notebooks
-that time the CPU with nothing beside them. `on_done` is called after every notebook (the report writes
-its partial results then, so a run cut off by a time limit keeps what finished). Ctrl-C stops every kernel.
+that time the CPU with nothing beside them, and the cache prefill (report_plan.PREFILL) beside the timing lane
+from its start. `on_done` is called after every notebook (the report writes its partial results then, so a run cut
+off by a time limit keeps what finished). Ctrl-C stops every kernel and the prefill.
 
 Serves: tooling — `make gpu-report` (helpers.tools.report).
 """
@@ -16,6 +17,8 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -194,6 +197,37 @@ def _signals_stop() -> Any:
             signal.signal(sig, handler)
 
 
+def _start_prefill(out_dir: Path, env: dict[str, str]) -> subprocess.Popen | None:
+    """Start report_plan.PREFILL in its own process group (so a stop reaches its workers), output to prefill.log."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        with open(out_dir / "prefill.log", "w") as log:
+            return subprocess.Popen([sys.executable, *report_plan.PREFILL], cwd=ROOT, env=env, stdout=log,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+    except OSError as exc:  # the notebooks then make what they need themselves
+        print(f"could not start the cache prefill ({exc}); the notebooks fill the cache as they go", flush=True)
+        return None
+
+
+def _finish_prefill(proc: subprocess.Popen | None, out_dir: Path) -> None:
+    """Wait for the prefill (in short steps, so Ctrl-C reaches this thread) and say how it ended, from its log."""
+    if proc is None:
+        return
+    while proc.poll() is None:
+        time.sleep(0.5)
+    lines = (out_dir / "prefill.log").read_text(errors="replace").strip().splitlines() or ["(no output)"]
+    how = "" if proc.returncode == 0 else f"failed (exit {proc.returncode}), the notebooks fill the rest: "
+    print(f"cache prefill beside the timing lane: {how}{lines[-1]} (prefill.log)", flush=True)
+
+
+def _stop_prefill(proc: subprocess.Popen | None) -> None:
+    """Kill the prefill and its workers (Ctrl-C, a time limit)."""
+    if proc is not None and proc.poll() is None:
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
 def execute_all(paths: list[Path], out_dir: Path, timeout: int, *, jobs: int = 1,
                 on_done: Callable[[list[NotebookRun]], None] | None = None) -> list[NotebookRun]:
     """Execute notebooks in the phases of report_plan for `jobs` (course order, one at a time, for 1); a failed
@@ -216,17 +250,22 @@ def execute_all(paths: list[Path], out_dir: Path, timeout: int, *, jobs: int = 1
                     on_done(list(runs))
         return done
 
+    prefill = None
     try:
         with _signals_stop():
             for n, phase in enumerate(report_plan.phases(paths, jobs), 1):
                 label = f"{n}: {phase.title}" if jobs > 1 else ""
-                side = _start(phase.side, phase.side_lanes, out_dir, timeout,
-                              {**os.environ, **report_plan.side_env(jobs)}, finished(label + " (beside)"), stop)
+                side_env = {**os.environ, **report_plan.side_env(jobs)}
+                prefill = _start_prefill(out_dir, side_env) if phase.prefill else None
+                side = _start(phase.side, phase.side_lanes, out_dir, timeout, side_env, finished(label + " (beside)"),
+                              stop)
                 _wait(_start(phase.main, phase.lanes, out_dir, timeout, None, finished(label), stop,
                              sequence=phase.lanes == 1))
                 _wait(side)
+                _finish_prefill(prefill, out_dir)
     except BaseException:
-        stop.set()  # Ctrl-C: no notebook starts; the running kernels are killed, their threads end
+        stop.set()  # Ctrl-C: no notebook starts; the running kernels and the prefill are killed, their threads end
+        _stop_prefill(prefill)
         for client in list(_active):
             _stop_kernel(client)
         raise

@@ -12,7 +12,8 @@ that each is classified, and that no notebook called HIDDEN times anything):
   a CPU's); runs beside other GPU notebooks, in a phase where nothing is timed.
 
 The phases (`phases(paths, jobs)`): 1. the TIMING notebooks one after another, the HIDDEN ones beside them on
-jobs - 1 lanes; 2. the GPU notebooks, `jobs` at a time; 3. the ALONE notebooks, one after another, nothing beside.
+jobs - 1 lanes, and from the start the cache prefill (PREFILL); 2. the GPU notebooks, `jobs` at a time; 3. the ALONE
+notebooks, one after another, nothing beside.
 With `--jobs 1` every notebook runs alone, in course order, the GPU visible (the run as it was).
 
 Without a GPU (`make notebooks`) only the notebooks in CPU_TIMING time anything, on the CPU: they run one at a
@@ -88,6 +89,12 @@ def times_the_cpu(path: Path) -> bool:
     return path.stem in CPU_TIMING or path.stem not in PLAN
 
 
+# Started beside the first timing notebook with `--jobs N` (N > 1), on the side lanes' cores with the GPU hidden: fills
+# the course cache (MNIST-1D, the small models, the tiny language model; helpers.models.prefill), so that no notebook
+# on the timing lane, and none of the GPU or ALONE phases after it, spends its time training one.
+PREFILL_JOBS = 2  # models trained at once (one process and thread each; the language model takes side_env's threads)
+PREFILL: tuple[str, ...] = ("-m", "helpers.models.prefill", "--jobs", str(PREFILL_JOBS))
+
 SIDE_THREADS_MIN = 1
 KEEP_FOR_TIMING = 4  # CPU cores left to the timing lane while the hidden notebooks run beside it
 
@@ -101,6 +108,7 @@ class Phase:
     side: tuple[Path, ...] = ()
     lanes: int = 1  # how many of `main` run at once
     side_lanes: int = 0
+    prefill: bool = False  # PREFILL runs beside `main` from its start (side_env)
 
 
 def kind(path: Path) -> str:
@@ -113,7 +121,7 @@ def phases(paths: list[Path], jobs: int) -> list[Phase]:
     if jobs <= 1:
         return [Phase("one at a time, in course order", tuple(paths))]
     by = {k: tuple(p for p in paths if kind(p) == k) for k in KINDS}
-    plan = [Phase("timing notebooks, one at a time", by[TIMING], by[HIDDEN], 1, jobs - 1),
+    plan = [Phase("timing notebooks, one at a time", by[TIMING], by[HIDDEN], 1, jobs - 1, prefill=True),
             Phase(f"GPU accuracy notebooks, {jobs} at a time; nothing timed meanwhile", by[GPU], lanes=jobs),
             Phase("notebooks that also time the CPU, one at a time, nothing beside them", by[ALONE])]
     return [p for p in plan if p.main or p.side]
@@ -121,6 +129,7 @@ def phases(paths: list[Path], jobs: int) -> list[Phase]:
 
 def side_env(jobs: int) -> dict[str, str]:
     """The environment of a notebook run beside the timing: no GPU, and a share of the cores the timing lane leaves."""
-    threads = str(max(SIDE_THREADS_MIN, ((os.cpu_count() or 2) - KEEP_FOR_TIMING) // max(1, jobs - 1)))
+    free = (os.cpu_count() or 2) - KEEP_FOR_TIMING - PREFILL_JOBS  # the prefill's processes share the side's cores
+    threads = str(max(SIDE_THREADS_MIN, free // max(1, jobs - 1)))
     return {"CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads,
             "OPENBLAS_NUM_THREADS": threads, "NUMBA_NUM_THREADS": threads}

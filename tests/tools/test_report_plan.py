@@ -61,6 +61,9 @@ def test_phases_keep_timing_alone_and_one_job_is_the_course_order():
     assert {report_plan.kind(p) for p in second.main} == {report_plan.GPU} and not second.side
     assert {report_plan.kind(p) for p in third.main} == {report_plan.ALONE} and third.lanes == 1 and not third.side
     assert report_plan.side_env(4)["CUDA_VISIBLE_DEVICES"] == ""
+    # the cache prefill runs beside the timing lane only, and never in the one-at-a-time run
+    assert (first.prefill, second.prefill, third.prefill) == (True, False, False)
+    assert not report_plan.phases(paths, 1)[0].prefill
 
 
 def test_jobs_run_the_phases_and_the_summary_says_what_ran_beside_what(tmp_path, monkeypatch):
@@ -78,6 +81,8 @@ def test_jobs_run_the_phases_and_the_summary_says_what_ran_beside_what(tmp_path,
     monkeypatch.setattr(report_plan, "PLAN", {k: (v, "planted") for k, v in kinds.items()})
     monkeypatch.setattr(report_exec, "ROOT", tmp_path)
     monkeypatch.setattr("helpers.device.has_gpu", lambda: False)
+    monkeypatch.setattr(report_plan, "PREFILL", ("-c", "import os; print('no GPU' if os.environ['CUDA_VISIBLE_DEVICES']"
+                                                      " == '' else 'GPU seen'); print('course cache filled in 0.1 s')"))
     written = []
     real = report.write_outputs
     monkeypatch.setattr(report, "write_outputs", lambda out, runs, *a: written.append(len(runs)) or real(out, runs, *a))
@@ -95,6 +100,19 @@ def test_jobs_run_the_phases_and_the_summary_says_what_ran_beside_what(tmp_path,
     assert "- phase 1: timing notebooks, one at a time: t1; beside them, with the GPU hidden and few threads: h1" \
         in summary
     assert "- phase 2: GPU accuracy notebooks, 3 at a time; nothing timed meanwhile: g1, g2" in summary
+    assert (out / "prefill.log").read_text().splitlines() == ["no GPU", "course cache filled in 0.1 s"]
+
+
+def test_a_failing_prefill_is_said_and_the_notebooks_still_run(tmp_path, monkeypatch, capsys):
+    path = tmp_path / "t1.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")]), path)
+    monkeypatch.setattr(report_plan, "PLAN", {"t1": (report_plan.TIMING, "planted")})
+    monkeypatch.setattr(report_exec, "ROOT", tmp_path)
+    monkeypatch.setattr(report_plan, "PREFILL", ("-c", "import sys; print('resnet_small: disk full'); sys.exit(3)"))
+    runs = report_exec.execute_all([path], tmp_path / "out", 60, jobs=2)
+    assert [r.ok for r in runs] == [True]
+    assert "cache prefill beside the timing lane: failed (exit 3), the notebooks fill the rest: resnet_small: " \
+           "disk full (prefill.log)" in capsys.readouterr().out
 
 
 def test_jobs_must_be_a_whole_number(tmp_path):
@@ -119,6 +137,10 @@ def test_ctrl_c_stops_the_notebooks_running_beside(tmp_path, monkeypatch, stop):
         nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(src)]), paths[-1])
     monkeypatch.setattr(report_plan, "PLAN", {"t1": (report_plan.TIMING, "x"), "h1": (report_plan.HIDDEN, "x")})
     monkeypatch.setattr(report_exec, "ROOT", tmp_path)
+    monkeypatch.setattr(report_plan, "PREFILL", ("-c", "import time; time.sleep(120)"))
+    prefills = []
+    start = report_exec._start_prefill
+    monkeypatch.setattr(report_exec, "_start_prefill", lambda *a: prefills.append(start(*a)) or prefills[-1])
     pids = []
 
     def interrupt(runs):
@@ -136,6 +158,7 @@ def test_ctrl_c_stops_the_notebooks_running_beside(tmp_path, monkeypatch, stop):
         assert not t.is_alive(), "a notebook thread outlived Ctrl-C"
     assert time.perf_counter() - t0 < 60 and pids  # the 120 s notebook was stopped
     assert [pid for pid in pids if _running(pid)] == []
+    assert len(prefills) == 1 and prefills[0].poll() is not None  # the prefill (120 s) was stopped too
 
 
 def _running(pid: int) -> bool:
