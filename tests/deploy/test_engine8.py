@@ -548,6 +548,38 @@ def test_the_gemm_sentence_says_whether_the_library_sets_the_ceiling(lib, verdic
     assert "最快的 8 位 GEMM" in capsys.readouterr().out
 
 
+class _Stored:
+    def __init__(self, **tables):
+        self.tables = tables
+
+    def __getitem__(self, table):
+        return self.tables[table]
+
+    def where(self):
+        return "planted rows"
+
+
+def test_the_dispatch_sentence_says_what_the_forward_runs_and_where_the_table_differs(capsys):
+    """Stored rows keep a library configuration as a one-item list, the engine's own as its tile numbers."""
+    from helpers.chapters.ch09_deployment import engine_view
+
+    gemm = [{"shape": sh, "GEMM": g, "× FP16 cuBLAS": v} for sh, g, v in (
+        ("4096x768x768", "fp8 cuBLASLt", 1.0), ("4096x768x768", "fp8 cuBLASLt (fast accumulation)", 1.4),
+        ("4096x768x768", "fp8 engine", 1.1), ("4096x768x768", "int8 engine", 1.9),  # not an FP8 row
+        ("4096x768x3072", "fp8 cuBLASLt", 1.2), ("4096x768x3072", "fp8 engine", 1.5))]
+    tuned = [{"format": "fp8", "shape": "4096x768x768 + LayerNorm", "config": ["cuBLASLt"]},
+             {"format": "fp8", "shape": "4096x768x3072", "config": [128, 128, 64, 8, 4, 4]},
+             {"format": "int8", "shape": "4096x768x3072", "config": ["cuBLASLt"]},  # another format: left out
+             {"format": "fp8", "shape": "conv 1x1/1 256x7x7x512 -> 2048", "config": [128, 64, 64, 8, 4, 4]}]
+    text = engine_view.dispatch_sentence(_Stored(gemm=gemm, tuned=tuned))
+    assert "4096×768×768 + LayerNorm: fp8 cuBLASLt; 4096×768×3072: fp8 engine." in text
+    assert "fastest FP8 row at 1 of 2 shapes" in text and "conv" not in text
+    fast = [{**tuned[0], "config": ["cuBLASLt, fast accumulation"]}, tuned[1]]
+    assert "at 2 of 2 shapes" in engine_view.dispatch_sentence(_Stored(gemm=gemm, tuned=fast))
+    assert "1/2 个形状" in capsys.readouterr().out
+    assert engine_view.dispatch_sentence(_Stored(gemm=gemm, tuned=[])).startswith("No FP8 GEMM choices")
+
+
 def test_the_measurement_prints_where_its_time_went(monkeypatch, capsys):
     from helpers.chapters.ch09_deployment import engine
 

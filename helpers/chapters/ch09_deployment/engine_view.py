@@ -109,6 +109,53 @@ def gemm_sentence(result: Any, target: float) -> str:
     return text
 
 
+OWN_ROW = "fp8 engine"  # the GEMM table's row of the engine's own FP8 Triton GEMM (engine_bench.gemm_table)
+
+
+def _table_rows() -> dict[str, str]:
+    """The GEMM table's FP8 row of each library configuration the tuner can choose (helpers.deploy.engine8.norm)."""
+    from helpers.deploy.engine8 import norm
+
+    return {norm.CUBLASLT: "fp8 cuBLASLt", norm.CUBLASLT_FAST: "fp8 cuBLASLt (fast accumulation)"}
+
+
+def _library_name(config: Any) -> str | None:
+    """The library configuration a tuned row names ('cuBLASLt', …; stored as a one-item list), else None (own)."""
+    if isinstance(config, (list, tuple)) and len(config) == 1:
+        config = config[0]
+    return config if isinstance(config, str) else None
+
+
+def dispatch_sentence(result: Any) -> str:
+    """Which GEMM the FP8 BERT forward runs at each shape (its tuner's choice, timed with what follows the GEMM), and
+    at how many shapes that is the GEMM table's fastest FP8 row (timed alone): where it is not, the forward's GEMMs
+    gain less than the table's headline says."""
+    tuned = [r for r in result["tuned"] if r["format"] == "fp8" and not str(r["shape"]).startswith("conv")]
+    if not tuned:
+        text = f"No FP8 GEMM choices of the forward are stored ({result.where()})."
+        print(text)
+        return text
+    table_row, fastest = _table_rows(), {}
+    for shape in {r["shape"] for r in result["gemm"]}:
+        fp8 = {r["GEMM"]: r["× FP16 cuBLAS"] for r in result["gemm"] if r["shape"] == shape
+               and r["GEMM"] in (*table_row.values(), OWN_ROW)}
+        if fp8:
+            fastest[shape] = max(fp8, key=fp8.__getitem__)
+    runs, same = [], 0
+    for r in tuned:
+        base = str(r["shape"]).split(" + ")[0]
+        row = table_row.get(_library_name(r["config"]) or "", OWN_ROW)
+        runs.append(f"{str(r['shape']).replace('x', '×')}: {row}")
+        same += fastest.get(base) == row
+    text = (f"The FP8 forward runs, per GEMM, what its tuner timed fastest with the work that follows it: "
+            f"{'; '.join(runs)}. That is the GEMM table's fastest FP8 row at {same} of {len(tuned)} shapes (the table "
+            "times each GEMM alone; the forward's GEMM time is in its split below).")
+    zh = (f"FP8 前向在每个 GEMM 上运行调优器连同其后续操作一起测得最快的实现；其中 {same}/{len(tuned)} 个形状与 GEMM 表中最快的"
+          " FP8 行相同（表中单独计时每个 GEMM；前向中 GEMM 的时间见下方的时间拆分）。")
+    print(text + "\n" + zh)
+    return text
+
+
 def accuracy_sentence(rows: list[dict], budget: float = 1.0) -> str:
     """Whether every engine stays within `budget` points of FP32, judged by each paired-bootstrap interval."""
     within = [r for r in rows if r["spread"] is not None and r["spread"].hi <= budget]
