@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -273,10 +272,8 @@ _streams: dict[int, Any] = {}
 
 @functools.cache
 def source() -> str:
-    """The CUDA source text of ``wo_gemm.cu``, each ``#include "*.cuh"`` of this folder written in (so cupy's cache
-    key, the text, changes with the header)."""
-    text = (HERE / "wo_gemm.cu").read_text(encoding="utf-8")
-    return re.sub(r'#include "(\w+\.cuh)"[^\n]*', lambda h: (HERE / h[1]).read_text(encoding="utf-8"), text)
+    """The CUDA source text of ``wo_gemm.cu``."""
+    return (HERE / "wo_gemm.cu").read_text(encoding="utf-8")
 
 
 def compile_kernels(names: list[str] | None = None) -> None:
