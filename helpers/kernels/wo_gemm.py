@@ -290,7 +290,7 @@ def compile_kernels(names: list[str] | None = None) -> None:
     _functions.setdefault("wo_gemm_finish", mod.get_function("wo_gemm_finish"))
 
 
-def launch_stream() -> Any:
+def _stream() -> Any:
     """cupy's view of torch's current stream (so that graph capture and torch ordering see the launch)."""
     ptr = torch.cuda.current_stream().cuda_stream
     if ptr not in _streams:
@@ -298,7 +298,7 @@ def launch_stream() -> Any:
     return _streams[ptr]
 
 
-def launch_inputs(x: Any, p: Any, out: Any) -> tuple[int, torch.Tensor, torch.Tensor]:
+def _launch_inputs(x: Any, p: Any, out: Any) -> tuple[int, torch.Tensor, torch.Tensor]:
     """Validate a call's activations, prepared weight and `out`; return M, x contiguous and 16-byte aligned, and y
     (`out` or a new FP16 (M, N))."""
     if not isinstance(p, GemmWeight):
@@ -327,12 +327,12 @@ def launch_inputs(x: Any, p: Any, out: Any) -> tuple[int, torch.Tensor, torch.Te
     return m, x, out if out is not None else torch.empty((m, p.n), dtype=torch.float16, device=x.device)
 
 
-def pointer(t: torch.Tensor | None) -> np.uint64:
+def _ptr(t: torch.Tensor | None) -> np.uint64:
     """A device pointer as the kernel argument (0 for None)."""
     return np.uint64(0 if t is None else t.data_ptr())
 
 
-def workspace(device: torch.device, numel: int) -> torch.Tensor:
+def _workspace(device: torch.device, numel: int) -> torch.Tensor:
     """The zeroed FP32 workspace of split launches (each call leaves it zero)."""
     key = (device, numel)
     if key not in _workspaces:
@@ -363,21 +363,21 @@ def gemm(x: torch.Tensor, p: GemmWeight, split_k: int | None = None, config: str
         raise InputError(f"config must be one of {', '.join(CONFIGS)}, got {config!r}.")
     if isinstance(split_k, bool) or not isinstance(split_k, int) or not 1 <= split_k <= MAX_SPLIT:
         raise InputError(f"split_k must be a whole number 1..{MAX_SPLIT}, got {split_k!r}.")
-    m, x, y = launch_inputs(x, p, out)
+    m, x, y = _launch_inputs(x, p, out)
     name = kernel_name(p.bits, m, config)
     compile_kernels([name])
     c = CONFIGS[config]
-    ws = workspace(x.device, m * p.n) if split_k > 1 else None
+    ws = _workspace(x.device, m * p.n) if split_k > 1 else None
     fused = FUSED_FINISH[0] if fused_finish is None else bool(fused_finish)
     blocks = -(-p.n_pad // (32 * c.warps))
     arrived = _counters(x.device) if ws is not None and fused and blocks <= MAX_BLOCKS_X else None
     gshift = max(p.group, 1).bit_length() - 1
-    with launch_stream():
+    with _stream():
         _functions[name]((blocks, split_k), (32 * c.warps,),
-                         (pointer(p.data), pointer(p.scale), pointer(x), pointer(y), pointer(ws), pointer(arrived), np.int32(m),
+                         (_ptr(p.data), _ptr(p.scale), _ptr(x), _ptr(y), _ptr(ws), _ptr(arrived), np.int32(m),
                           np.int32(p.n), np.int32(p.n_pad), np.int32(p.k), np.int32(gshift)))
         if ws is not None and arrived is None:
-            _functions["wo_gemm_finish"]((min(1024, -(-m * p.n // 256)),), (256,), (pointer(ws), pointer(y), np.int32(m * p.n)))
+            _functions["wo_gemm_finish"]((min(1024, -(-m * p.n // 256)),), (256,), (_ptr(ws), _ptr(y), np.int32(m * p.n)))
     return y
 
 

@@ -184,7 +184,7 @@ def kernels_for(n: int, k: int, w: torch.Tensor, batches: tuple = BATCHES
 
 
 def bench(shapes: tuple, batches: tuple, rounds: int) -> list[dict]:
-    """Timing rows (kernel, scheme, shape, M, us, lo, hi, rounds_us) for every kernel, shape and batch; the kernels
+    """Timing rows (kernel, scheme, shape, M, us, lo, hi) for every kernel, shape and batch; the kernels
     of one shape and batch interleaved round by round."""
     rows = []
     for n, k in shapes:
@@ -202,7 +202,7 @@ def bench(shapes: tuple, batches: tuple, rounds: int) -> list[dict]:
             for name, us in time_graphs(graphs, rounds).items():
                 q = statistics.quantiles(us, n=10, method="inclusive")  # lo, hi: p10 and p90
                 rows.append({"kernel": name, "scheme": kernels[name][0], "shape": f"{n}x{k}", "M": m,
-                             "us": statistics.median(us), "lo": q[0], "hi": q[-1], "rounds_us": list(us)})
+                             "us": statistics.median(us), "lo": q[0], "hi": q[-1]})
             del graphs
             torch.cuda.synchronize()
     return rows

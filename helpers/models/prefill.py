@@ -5,11 +5,12 @@
 Every notebook that needs one of them makes it on first use (``helpers.data.load_dataset``,
 ``helpers.models.train.trained_model``, ``helpers.models.lm_train.trained_lm``), so nothing here is needed
 for the course to run. What this adds is *when*: the reference run starts it beside its first timing
-notebooks (``helpers.tools.report_plan.PREFILL``), on cores the timing lane does not use and with the GPU
-hidden, so no notebook on the critical path trains a model; an instructor can run it once on a class
-machine image. MNIST-1D is made first (every classifier trains on it), then each model trains in its own
-process, `jobs` at a time, on the CPU as everywhere (the same seeded weights on every machine). A model a
-notebook is training meanwhile is waited for, then loaded (``train.training_lock``).
+notebooks (``helpers.tools.report_plan.PREFILL``), with the GPU hidden and within the thread counts left to the
+side lanes, so the notebooks on the critical path find their models made (or wait for one being made) instead of
+training them; an instructor can run it once on a class machine image. MNIST-1D is made first (every classifier
+trains on it), then each model trains in its own process, `jobs` at a time, on the CPU as everywhere (the same
+seeded weights on every machine). A model a notebook is training meanwhile is waited for, then loaded
+(``train.training_lock``).
 
 Serves: tooling — `make gpu-report` (helpers.tools.report_exec) and instructors preparing machines.
 """

@@ -209,14 +209,19 @@ def _start_prefill(out_dir: Path, env: dict[str, str]) -> subprocess.Popen | Non
         return None
 
 
-def _finish_prefill(proc: subprocess.Popen | None, out_dir: Path) -> None:
-    """Wait for the prefill (in short steps, so Ctrl-C reaches this thread) and say how it ended, from its log."""
+def _finish_prefill(proc: subprocess.Popen | None, out_dir: Path, limit: float) -> None:
+    """Wait for the prefill at most `limit` seconds more (in short steps, so Ctrl-C reaches this thread; past it, it
+    is stopped) and say how it ended, from its log."""
     if proc is None:
         return
-    while proc.poll() is None:
+    deadline = time.monotonic() + limit
+    while proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.5)
+    stopped = proc.poll() is None
+    _stop_prefill(proc)
     lines = (out_dir / "prefill.log").read_text(errors="replace").strip().splitlines() or ["(no output)"]
-    how = "" if proc.returncode == 0 else f"failed (exit {proc.returncode}), the notebooks fill the rest: "
+    how = (f"still running {limit:g} s after its phase, stopped; the notebooks fill the rest: " if stopped else
+           "" if proc.returncode == 0 else f"failed (exit {proc.returncode}), the notebooks fill the rest: ")
     print(f"cache prefill beside the timing lane: {how}{lines[-1]} (prefill.log)", flush=True)
 
 
@@ -262,7 +267,7 @@ def execute_all(paths: list[Path], out_dir: Path, timeout: int, *, jobs: int = 1
                 _wait(_start(phase.main, phase.lanes, out_dir, timeout, None, finished(label), stop,
                              sequence=phase.lanes == 1))
                 _wait(side)
-                _finish_prefill(prefill, out_dir)
+                _finish_prefill(prefill, out_dir, timeout)
     except BaseException:
         stop.set()  # Ctrl-C: no notebook starts; the running kernels and the prefill are killed, their threads end
         _stop_prefill(prefill)

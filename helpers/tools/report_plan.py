@@ -90,8 +90,10 @@ def times_the_cpu(path: Path) -> bool:
 
 
 # Started beside the first timing notebook with `--jobs N` (N > 1), on the side lanes' cores with the GPU hidden: fills
-# the course cache (MNIST-1D, the small models, the tiny language model; helpers.models.prefill), so that no notebook
-# on the timing lane, and none of the GPU or ALONE phases after it, spends its time training one.
+# the course cache (MNIST-1D, the small models, the tiny language model; helpers.models.prefill), so that the notebooks
+# of the timing lane and of the phases after it find their models made, or wait for one being made, instead of
+# training them themselves. Still running one
+# cell timeout after its phase ends, it is stopped, and the notebooks make what is missing.
 PREFILL_JOBS = 2  # models trained at once (one process and thread each; the language model takes side_env's threads)
 PREFILL: tuple[str, ...] = ("-m", "helpers.models.prefill", "--jobs", str(PREFILL_JOBS))
 

@@ -121,6 +121,22 @@ def test_jobs_must_be_a_whole_number(tmp_path):
     assert report.main(["--jobs", "0", "--out", str(tmp_path / "r")]) == 2
 
 
+def test_a_prefill_that_outlives_its_phase_by_the_cell_timeout_is_stopped(tmp_path, monkeypatch, capsys):
+    import time
+
+    path = tmp_path / "t1.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")]), path)
+    monkeypatch.setattr(report_plan, "PLAN", {"t1": (report_plan.TIMING, "planted")})
+    monkeypatch.setattr(report_exec, "ROOT", tmp_path)
+    monkeypatch.setattr(report_plan, "PREFILL", ("-c", "import time; print('making mnist1d', flush=True); "
+                                                      "time.sleep(120)"))
+    t0 = time.perf_counter()
+    runs = report_exec.execute_all([path], tmp_path / "out", 3, jobs=2)
+    assert [r.ok for r in runs] == [True] and time.perf_counter() - t0 < 60
+    assert "still running 3 s after its phase, stopped; the notebooks fill the rest: making mnist1d" \
+           in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("stop", ["ctrl-c", "SIGTERM"])
 def test_ctrl_c_stops_the_notebooks_running_beside(tmp_path, monkeypatch, stop):
     """Ctrl-C (or a time limit's SIGTERM) while a hidden notebook runs beside the timing lane: no kernel is left
