@@ -379,9 +379,12 @@ def test_fast_accumulation_competes_only_where_its_sums_stay_near_the_exact_ones
     a, w = f.quantize(torch.randn(64, 96), 0.01), f.quantize(torch.randn(32, 96), 0.01)
     assert et.fast_agrees(a, w)  # on the CPU both are exact
     real = norm.lt_gemm
-    off = 4 * norm.FAST_TOLERANCE
-    monkeypatch.setattr(norm, "lt_gemm", lambda a, w, fast=False: real(a, w) * (1 + off) if fast else real(a, w))
-    assert not et.fast_agrees(a, w)
+    terms = a.float().abs() @ w.float().abs().t()
+    exact = real(a, w).float()
+    for off, ok in ((0.5, True), (2.0, False)):  # an error of half, then twice, the tolerance on top of BF16 rounding
+        wrong = exact + (exact.abs() * 2.0**-7 + off * norm.FAST_TOLERANCE * terms) * torch.sign(exact)
+        monkeypatch.setattr(norm, "lt_gemm", lambda a, w, fast=False, y=wrong: y.clone() if fast else real(a, w))
+        assert et.fast_agrees(a, w) == ok
     assert "left out" in capsys.readouterr().out
     assert torch.equal(real(a, w, fast=True), real(a, w))  # the CPU reference sums exactly either way
 
@@ -398,6 +401,23 @@ def test_the_encoder_asks_cublaslt_for_fast_accumulation_where_the_tuner_chose_i
     with torch.no_grad():
         eng(inputs["input_ids"])
     assert calls[:2] == [(tuple(lay.qkv.w.shape), True), (tuple(lay.ffn2.w.shape), False)]
+
+
+def test_library_configs_send_every_gemm_cublaslt_can_run_there_with_fast_accumulation(monkeypatch):
+    m, calib, inputs = tiny_bert()
+    eng = encoder.build(m, calib, "fp8")
+    with torch.no_grad():
+        want = eng(inputs["input_ids"])
+    eng.configs = encoder.library_configs(eng, inputs["input_ids"].numel())
+    calls, real = [], norm.lt_gemm
+    monkeypatch.setattr(norm, "lt_gemm",
+                        lambda a, w, *sb, fast=False: calls.append((tuple(w.shape), fast)) or real(a, w, *sb))
+    with torch.no_grad():
+        got = eng(inputs["input_ids"])
+    lays = eng.layers
+    assert calls == [(tuple(lin.w.shape), True) for lay in lays for lin in (lay.qkv, lay.out, lay.ffn2)]
+    for g, w in zip(got, want):  # the same exact arithmetic on the CPU, BF16 where cuBLASLt writes it
+        assert torch.allclose(g.float(), w.float(), atol=0.05, rtol=0.05)
 
 
 @pytest.mark.gpu

@@ -151,6 +151,33 @@ def test_cublaslts_scaled_gemm_with_its_bias_matches_its_reference_on_a_gpu(fast
 
 
 @pytest.mark.gpu
+def test_fast_accumulation_passes_the_gate_at_bert_bases_longest_sums_and_a_bf16_accumulator_fails_it_on_a_gpu(
+        monkeypatch):
+    """The tuner's gate (``engine_tune.fast_agrees``) on the GPU at FFN2's shape (K = 3072, the longest sums): Hopper's
+    fast accumulation passes, and an accumulator that keeps its running sums in BF16 (8 significant bits, rounded
+    after every 16 terms) does not, so the gate tells a coarse accumulator from Hopper's."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    from helpers.chapters.ch09_deployment import engine_tune as et
+
+    a, w = et.codes((4096, 3072), "fp8", 1), et.codes((768, 3072), "fp8", 2)
+    assert et.fast_agrees(a, w)
+    real = norm.lt_gemm
+
+    def bf16_accumulator(a, w, fast=False):
+        if not fast:
+            return real(a, w)
+        acc = torch.zeros(a.shape[0], w.shape[0], dtype=torch.float64, device=a.device)
+        for k in range(0, a.shape[1], 16):
+            m, e = torch.frexp(acc + (a[:, k:k + 16].float() @ w[:, k:k + 16].float().t()).double())
+            acc = torch.ldexp(torch.round(m * 2**8) / 2**8, e)
+        return acc.to(torch.bfloat16)
+
+    monkeypatch.setattr(norm, "lt_gemm", bf16_accumulator)
+    assert not et.fast_agrees(a, w)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("lib", [norm.CUBLASLT, norm.CUBLASLT_FAST])
 def test_the_tuned_forward_with_cublaslt_gemms_agrees_with_the_untuned_engine_and_its_twin_on_a_gpu(lib):
     """What notebook 09 times: the FP8 engine with cuBLASLt for QKV, out-proj and ffn2 (as a tuner may pick), on the
@@ -165,8 +192,7 @@ def test_the_tuned_forward_with_cublaslt_gemms_agrees_with_the_untuned_engine_an
         m.half()
         ids = inputs["input_ids"].cuda()
         own = eng(ids)[0].float().cpu()
-        lay, t = eng.layers[0], ids.numel()
-        eng.configs = {(t, lin.w.shape[0], lin.w.shape[1]): lib for lin in (lay.qkv, lay.out, lay.ffn2)}
+        eng.configs = encoder.library_configs(eng, ids.numel(), lib)
         tuned = eng(ids)[0].float().cpu()
     assert torch.isfinite(tuned).all()
     for name, ref in (("the untuned engine", own), ("the CPU twin", twin)):

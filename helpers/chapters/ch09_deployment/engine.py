@@ -106,7 +106,9 @@ def _failed(errors: dict[str, str]) -> None:
 
 def accuracy_rows(device: str = "cpu") -> list[dict]:
     """The engine on the course's trained encoder and CNN (MNIST-1D test set): its accuracy drop from FP32 with a
-    paired bootstrap, and (on a GPU) its agreement with its exact CPU twin."""
+    paired bootstrap, and (on a GPU) its agreement with its exact CPU twin. On a GPU the FP8 encoder also runs every
+    GEMM cuBLASLt can take there with fast accumulation (``encoder.library_configs``), the path the tuner may choose
+    at BERT-base's shapes."""
     from helpers.data import load_dataset
     from helpers.deploy.engine8 import encoder, resnet
     from helpers.models.train import trained_model
@@ -117,25 +119,32 @@ def accuracy_rows(device: str = "cpu") -> list[dict]:
     x, y = data.test.tensors
     calib = list(torch.split(data.calib.tensors[0], 128))
     rows = []
-    bar = tqdm(total=4, desc="8-bit engine: accuracy of its FP8 and INT8 builds", leave=False)
+    bar = tqdm(total=5 if device == "cuda" else 4, desc="8-bit engine: accuracy of its FP8 and INT8 builds",
+               leave=False)
     for name, mod in (("encoder_small", encoder), ("resnet_small", resnet)):
         model = trained_model(name, progress=False).eval()
         with torch.no_grad():
             ok32 = (model(x).argmax(1) == y).float()
             for fmt in ("fp8", "int8"):
                 twin = mod.build(model, calib, fmt)(x).argmax(1)
-                pred = twin
+                preds = {fmt.upper(): twin}
                 if device == "cuda":
                     m = trained_model(name, progress=False).eval().cuda()
                     eng = mod.build(m, [c.cuda() for c in calib], fmt)
                     m.half()
-                    pred = eng(x.cuda()).argmax(1).cpu()
-                ok = (pred == y).float()
-                d = spread.bootstrap_paired(ok32.numpy() * 100, ok.numpy() * 100, what="test samples")
-                rows.append({"model": name, "format": fmt.upper(), "drop (pts)": float(ok32.mean() - ok.mean()) * 100,
-                             "FP32 %": float(ok32.mean()) * 100, "engine %": float(ok.mean()) * 100,
-                             "CPU twin %": float((twin == y).float().mean()) * 100,
-                             "agreement with twin %": float((pred == twin).float().mean()) * 100, "spread": d})
+                    preds[fmt.upper()] = eng(x.cuda()).argmax(1).cpu()
+                    if mod is encoder and fmt == "fp8":
+                        tokens = eng.front(x.cuda()).shape[:2].numel()
+                        eng.configs = encoder.library_configs(eng, tokens)
+                        preds["FP8 cuBLASLt fast accumulation"] = eng(x.cuda()).argmax(1).cpu()
+                        bar.update()
+                for label, pred in preds.items():
+                    ok = (pred == y).float()
+                    d = spread.bootstrap_paired(ok32.numpy() * 100, ok.numpy() * 100, what="test samples")
+                    rows.append({"model": name, "format": label, "drop (pts)": float(ok32.mean() - ok.mean()) * 100,
+                                 "FP32 %": float(ok32.mean()) * 100, "engine %": float(ok.mean()) * 100,
+                                 "CPU twin %": float((twin == y).float().mean()) * 100,
+                                 "agreement with twin %": float((pred == twin).float().mean()) * 100, "spread": d})
                 bar.update()
     bar.close()
     return rows
@@ -146,11 +155,11 @@ STAGES = ("bert", "resnet", "accuracy")
 
 def measure(batch: int = 32, seq: int = 128, images: int = 256, torchao: bool = True,
             stages: tuple[str, ...] = STAGES) -> Rows:
-    """Everything chapter 9 times on a GPU (all three stages together took 140 s inside notebook 09 on an H100 with
-    empty Triton and inductor caches in the stored run of 2026-12-07, every GEMM and convolution tuned, and 161 s in
-    the stored run of 2026-12-06; in a probe on an H100 on 2026-12-06, with empty caches, the largest parts were
-    ResNet-50's builds and tuning, 62 s, and torchao's compiled FP8 BERT, 39 s; on an H100 on 2026-12-07 with the
-    compile caches already filled, 72 s);
+    """Everything chapter 9 times on a GPU (all three stages together took 190 s inside notebook 09 on an H100 with
+    empty Triton and inductor caches in the last stored run of 2026-12-07, every GEMM and convolution tuned, 140 s in
+    the one before it that day and 161 s in the stored run of 2026-12-06; in a probe on an H100 on 2026-12-06, with
+    empty caches, the largest parts were ResNet-50's builds and tuning, 62 s, and torchao's compiled FP8 BERT, 39 s;
+    on an H100 on 2026-12-07 with the compile caches already filled, 72 s);
     `stages` picks a part ('bert': the GEMMs, BERT-base and torchao; 'resnet'; 'accuracy')."""
     out: Rows = {}
     clock = StageClock()

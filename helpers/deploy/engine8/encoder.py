@@ -231,6 +231,16 @@ def build(model: nn.Module, calib: Iterable[Any], fmt: str = "fp8", method: str 
     return EncoderEngine(model, layers, layers[0].qkv.s_in, f, skip8)
 
 
+def library_configs(engine: EncoderEngine, tokens: int,
+                    config: str = norm.CUBLASLT_FAST) -> dict[tuple[int, int, int], str]:
+    """`config` (a ``norm.LIBRARY`` name) for every GEMM of the forward at `tokens` rows that cuBLASLt can run: QKV
+    and the two that feed a LayerNorm (not FFN1: only the engine's GEMM fuses its GELU and quantize). Set as
+    ``engine.configs``, the forward takes the library path the tuner may choose at BERT-base's shapes, at any shape
+    (chapter 9 checks the trained encoder's accuracy on it)."""
+    return {(tokens, lin.w.shape[0], lin.w.shape[1]): config for lay in engine.layers for lin in (lay.qkv, lay.out,
+                                                                                                   lay.ffn2)}
+
+
 def half_model(model: nn.Module) -> nn.Module:
     """The engine runs the float parts (embeddings, head) in FP16 on a GPU; on the CPU they stay in float32."""
     return model.half() if next(model.parameters()).is_cuda else model
