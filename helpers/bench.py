@@ -252,6 +252,15 @@ class Rounds:
         return paired_ratio(self._samples(base), self._samples(other))
 
 
+L2_BYTES = 50 * 2**20  # the H100/H200 L2 cache
+
+
+def l2_copies(nbytes: int, target: int = 6 * L2_BYTES, most: int = 96) -> int:
+    """How many copies of a weight of `nbytes` make one timed pass read `target` bytes, several times the L2 cache, so
+    that no call finds its weight cached (2..`most`)."""
+    return max(2, min(most, math.ceil(target / max(nbytes, 1))))
+
+
 def graph_replay(fn: Callable[[], Any]) -> Callable[[], Any]:
     """Capture `fn` (fixed inputs, no host sync) in a CUDA graph after warming it on a side stream; its replay."""
     import torch

@@ -121,3 +121,11 @@ def test_interleaved_rejects_bad_arguments(kwargs, match):
         bench.interleaved({"a": lambda: None}, **{"clock": "cpu", **kwargs})
     with pytest.raises(InputError, match="dict of name"):
         bench.interleaved({})
+
+
+def test_l2_copies_make_one_pass_read_past_the_l2_cache_within_its_bounds():
+    assert bench.l2_copies(bench.L2_BYTES) == 6  # six times the cache
+    assert bench.l2_copies(10**12) == 2 and bench.l2_copies(1) == 96 and bench.l2_copies(1, most=24) == 24
+    for nbytes in (2**20, 8 * 2**20, 90 * 2**20):
+        n = bench.l2_copies(nbytes)
+        assert n * nbytes >= 6 * bench.L2_BYTES or n == 96

@@ -32,8 +32,9 @@ import torch
 
 from helpers.kernels import gpu_check_cli
 from helpers.kernels import wo_gemm as G
-from helpers.kernels.wo_gemm_timing import (L2_BYTES, TOLERANCE, answering, capture, copies,  # noqa: F401
-                                          relative_error, time_graphs)  # (re-exported)
+from helpers.bench import l2_copies as copies
+from helpers.kernels.wo_gemm_timing import (TOLERANCE, answering, capture, relative_error,  # noqa: F401
+                                          time_graphs)  # (re-exported)
 from helpers.quant import weight_only as wo
 from helpers.records import Record, record, save_records
 

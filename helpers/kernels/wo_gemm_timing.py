@@ -7,13 +7,11 @@ Serves: core — used by chapter 12.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
-L2_BYTES = 50 * 2**20
 TOLERANCE = 5e-3  # max error / max |y| (FP16 output rounding is 5e-4; FP16 weights and sums add a little)
 
 
@@ -21,12 +19,6 @@ def relative_error(y: torch.Tensor, ref: torch.Tensor) -> float:
     """max |y - ref| / max |ref|."""
     return float((y.float() - ref.float()).abs().max() / ref.float().abs().max().clamp_min(1e-6))
 
-
-
-
-def copies(nbytes: int) -> int:
-    """Weight copies that make one replay read six times the L2 cache (2..96)."""
-    return max(2, min(96, math.ceil(6 * L2_BYTES / max(nbytes, 1))))
 
 
 def capture(calls: list[Callable[[], Any]]) -> Callable[[], Any]:

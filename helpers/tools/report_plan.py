@@ -92,8 +92,8 @@ def times_the_cpu(path: Path) -> bool:
 # Started beside the first timing notebook with `--jobs N` (N > 1), on the side lanes' cores with the GPU hidden: fills
 # the course cache (MNIST-1D, the small models, the tiny language model; helpers.models.prefill), so that the notebooks
 # of the timing lane and of the phases after it find their models made, or wait for one being made, instead of
-# training them themselves. Still running one
-# cell timeout after its phase ends, it is stopped, and the notebooks make what is missing.
+# training them themselves. Still running one cell timeout after its phase ends, it is stopped, and the notebooks
+# make what is missing.
 PREFILL_JOBS = 2  # models trained at once (one process and thread each; the language model takes side_env's threads)
 PREFILL: tuple[str, ...] = ("-m", "helpers.models.prefill", "--jobs", str(PREFILL_JOBS))
 

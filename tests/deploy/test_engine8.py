@@ -219,6 +219,13 @@ def test_split_sentence_is_printed_from_the_rows(capsys):
     assert "1.500 ms (a)" in text and "1.200 ms (b)" in text and "GEMM -0.200 ms" in text and "gaps +0.500" in text
 
 
+def test_the_accuracy_view_rounds_numbers_and_keeps_every_other_field():
+    from helpers.chapters.ch09_deployment import engine_view
+
+    row = {"model": "encoder_small", "format": "FP8", "drop (pts)": 0.123456, "spread": None, "n": 3}
+    assert engine_view.accuracy_view([row]) == [{**row, "drop (pts)": 0.12}]
+
+
 def test_accuracy_sentence_says_unresolved_when_the_interval_holds_the_budget(capsys):
     from helpers.chapters.ch09_deployment import engine_view
     from helpers.spread import Spread

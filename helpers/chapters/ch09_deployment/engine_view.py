@@ -156,6 +156,11 @@ def dispatch_sentence(result: Any) -> str:
     return text
 
 
+def accuracy_view(rows: list[dict]) -> list[dict]:
+    """The accuracy table as shown: floats to two decimals."""
+    return [{k: round(v, 2) if isinstance(v, float) else v for k, v in r.items()} for r in rows]
+
+
 def accuracy_sentence(rows: list[dict], budget: float = 1.0) -> str:
     """Whether every engine stays within `budget` points of FP32, judged by each paired-bootstrap interval."""
     within = [r for r in rows if r["spread"] is not None and r["spread"].hi <= budget]

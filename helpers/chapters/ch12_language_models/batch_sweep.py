@@ -19,7 +19,8 @@ from collections.abc import Callable, Sequence
 import torch
 
 from helpers.chapters.ch12_language_models import timing
-from helpers.chapters.ch12_language_models.gemv_bench import _clone, copies_for, tinygemm_linear, tinygemm_weight
+from helpers.bench import l2_copies
+from helpers.chapters.ch12_language_models.gemv_bench import _clone, tinygemm_linear, tinygemm_weight
 from helpers.findings import NOT_RESOLVED
 from helpers.kernels import triton_gemv as tg
 from helpers.kernels import triton_wo_gemm as tw
@@ -173,7 +174,7 @@ def sweep(batches: tuple[int, ...] = BATCHES, rounds: int = timing.ROUNDS) -> li
     one M in turn, the order rotating) and TFLOP/s, weights read from rotating copies; lo_us..hi_us is the
     rounds' min..max."""
     ws = weights()
-    copies = {s: [ws[s]] + [_copy(ws[s]) for _ in range(copies_for(weight_nbytes(s, ws), most=24) - 1)]
+    copies = {s: [ws[s]] + [_copy(ws[s]) for _ in range(l2_copies(weight_nbytes(s, ws), most=24) - 1)]
               for s in SCHEMES}
     gen = torch.Generator(device="cuda").manual_seed(5)
     rows = []

@@ -27,14 +27,8 @@ from helpers.quant import weight_only as wo
 SHAPES_7B = ((4096, 4096), (11008, 4096), (4096, 11008))  # (N out, K in), LLaMA-7B's projections
 SHAPES_70B = ((28672, 8192), (8192, 28672))  # LLaMA-70B's gate/up and down projections
 SHAPES = SHAPES_7B + SHAPES_70B
-L2_BYTES = timing.L2_BYTES
 GROUP = 128
 COURSE = {"w8a16": ("w8a16 CUDA", "w8a16 Triton"), "w4a16": ("w4a16 CUDA", "w4a16 Triton")}  # best first
-
-
-def copies_for(nbytes: int, target: int = 6 * L2_BYTES, most: int = 96) -> int:
-    """How many weight copies make the bytes read in one replay several times the L2 cache."""
-    return timing.copies_for(nbytes, target, most)
 
 
 def time_calls(calls: list[Callable[[], Any]], repeats: int = 15) -> float:
@@ -82,13 +76,13 @@ def cuda_calls(x: torch.Tensor, pw: wg.WoWeight, cfg: wg.Config | None = None,
                out: torch.Tensor | None = None) -> tuple[str, list[Callable[[], Any]]]:
     """(the kernel's words, one call per weight copy) for a CUDA GEMV: what every chapter-12 table times."""
     cfg = cfg or wg.default_config(pw, 1 if x.ndim == 1 else x.shape[0])
-    ws = [pw] + [pw.clone() for _ in range(copies_for(pw.nbytes) - 1)]
+    ws = [pw] + [pw.clone() for _ in range(bench.l2_copies(pw.nbytes) - 1)]
     return wg.describe(pw, cfg), [lambda c=c: wg.gemv(x, c, config=cfg, out=out) for c in ws]
 
 
 def cublas_calls(x: torch.Tensor, w: torch.Tensor) -> list[Callable[[], Any]]:
     """One F.linear (cuBLAS) call per copy of an FP16 weight; x is (M, K)."""
-    dense = [w] + [w.clone() for _ in range(copies_for(w.numel() * 2) - 1)]
+    dense = [w] + [w.clone() for _ in range(bench.l2_copies(w.numel() * 2) - 1)]
     return [lambda d=d: torch.nn.functional.linear(x, d) for d in dense]
 
 
@@ -101,7 +95,7 @@ def variants(n: int, k: int) -> dict[str, tuple[int, list[Callable], str]]:
     y = torch.empty(n, device="cuda", dtype=torch.float16)
     for name, pw in (("fp16", tg.prepare_fp16(w)), ("w8a16", tg.prepare_w8(q8)), ("w4a16", tg.prepare_w4(q4))):
         cfg = tg.default_config(pw)
-        ws = [pw] + [_clone(pw) for _ in range(copies_for(pw.nbytes) - 1)]
+        ws = [pw] + [_clone(pw) for _ in range(bench.l2_copies(pw.nbytes) - 1)]
         out[f"{name} Triton"] = (pw.nbytes, [lambda c=c: tg.gemv(x, c, config=cfg, out=y) for c in ws], f"{name} Triton")
     for name, q in (("fp16", w), ("w8a16", q8), ("w4a16", q4)):
         pw = wg.prepare(q)
@@ -109,7 +103,7 @@ def variants(n: int, k: int) -> dict[str, tuple[int, list[Callable], str]]:
         out[f"{name} CUDA"] = (pw.nbytes, calls, key)
     packed, sz = tinygemm_weight(q4)
     nb4 = packed.numel() * packed.element_size() + sz.numel() * sz.element_size()
-    tiny = [(packed, sz)] + [(packed.clone(), sz.clone()) for _ in range(copies_for(nb4) - 1)]
+    tiny = [(packed, sz)] + [(packed.clone(), sz.clone()) for _ in range(bench.l2_copies(nb4) - 1)]
     xb = x[None, :].to(torch.bfloat16)
     out["w4a16 tinygemm"] = (nb4, [lambda p=p, s=s: tinygemm_linear(xb, p, s) for p, s in tiny], "w4a16 tinygemm")
     return out

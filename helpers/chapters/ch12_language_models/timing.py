@@ -20,7 +20,6 @@ from typing import Any
 
 from helpers.bench import GRAPH_HARNESS
 
-L2_BYTES = 50 * 2**20  # H100/H200 L2 cache
 ROUNDS = 7
 
 
@@ -46,11 +45,6 @@ class Spread:
         q1, q3 = self.quartiles()
         return {"min_us": min(self.samples_us), "max_us": max(self.samples_us), "q1_us": q1, "q3_us": q3,
                 "rounds": len(self.samples_us)}
-
-
-def copies_for(nbytes: int, target: int = 6 * L2_BYTES, most: int = 96) -> int:
-    """How many weight copies make the bytes read in one replay several times the L2 cache."""
-    return max(2, min(most, math.ceil(target / max(nbytes, 1))))
 
 
 def graph(fn: Callable[[], Any]) -> Callable[[], Any]:

@@ -33,7 +33,6 @@ from helpers.labs.lab13_weight_only_gemv.kit import KERNELS
 SHAPES = ((4096, 4096), (11008, 4096), (4096, 11008))  # (N out, K in): LLaMA-7B's projections
 GROUP = 128
 ROUNDS = 7
-L2_BYTES = 50 * 2**20  # the H100/H200 L2 cache
 MAX_SLEEP_CYCLES = 2 * 10**9  # about a second of the sleep kernel
 RATIOS = {  # record name: (faster kernel, slower kernel); value = slower's time / faster's time
     "lab13.yours_over_fp16": ("yours", "fp16"), "lab13.course_over_fp16": ("course", "fp16"),
@@ -51,11 +50,6 @@ class Result:
     def median(self, kernel: str, shape: tuple[int, int]) -> float:
         """Median seconds per call."""
         return statistics.median(self.seconds[(kernel, shape)])
-
-
-def copies_for(nbytes: int, target: int = 6 * L2_BYTES, most: int = 96) -> int:
-    """How many weight copies make one round's reads several times the L2 cache."""
-    return max(2, min(most, math.ceil(target / max(nbytes, 1))))
 
 
 def _problem(n: int, k: int, seed: int) -> tuple[Any, Any, Any]:
@@ -82,7 +76,7 @@ def _calls(kernel: str, gemv: Any, w4: Any, x: Any, y: Any, stream: Any) -> tupl
 
     if kernel == "fp16":
         w = w4.dequantize().half()  # exact: small codes times powers of two
-        ws = [w] + [w.clone() for _ in range(copies_for(w.numel() * 2) - 1)]
+        ws = [w] + [w.clone() for _ in range(bench.l2_copies(w.numel() * 2) - 1)]
         x2 = x[None, :]
         return w.numel() * 2, [functools.partial(torch.nn.functional.linear, x2, d) for d in ws]
     if kernel in ("course", "course_naive"):
@@ -93,14 +87,14 @@ def _calls(kernel: str, gemv: Any, w4: Any, x: Any, y: Any, stream: Any) -> tupl
         got = wo_gemv.gemv(x, pw, config=cfg, out=out).float()
         if not torch.allclose(got, y, rtol=1e-2, atol=1e-2 * float(y.abs().max())):
             raise AssertionError(f"{KERNELS[kernel]} gave a wrong answer on the GPU; the course's kernel is broken.")
-        ws = [pw] + [pw.clone() for _ in range(copies_for(pw.nbytes) - 1)]
+        ws = [pw] + [pw.clone() for _ in range(bench.l2_copies(pw.nbytes) - 1)]
         return pw.nbytes, [functools.partial(wo_gemv.gemv, x, c, config=cfg, out=out) for c in ws]
     from helpers.labs.lab13_weight_only_gemv.kit import offset_binary
 
     packed, scales = offset_binary(w4.packed), w4.scale.float().contiguous()
     xf, yours = x.float(), torch.zeros(w4.packed.shape[0], dtype=torch.float32, device="cuda")
     nb = packed.numel() + scales.numel() * 4
-    copies = [(packed, scales)] + [(packed.clone(), scales.clone()) for _ in range(copies_for(nb) - 1)]
+    copies = [(packed, scales)] + [(packed.clone(), scales.clone()) for _ in range(bench.l2_copies(nb) - 1)]
     args = [tuple(cuda.as_cuda_array(t) for t in (p, s, xf, yours)) for p, s in copies]
     rows = packed.shape[0]
     gemv[rows, 32, stream](*args[0])

@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+from helpers import bench
 from helpers.chapters.ch12_language_models import (batch_sweep, decode_bench, figures, gemv_bench, outliers, path_bench,
                                                    quality)
 from helpers.chapters.ch12_language_models import bench as gpu_bench
@@ -100,7 +101,7 @@ def test_gemv_headline_and_diagnosis_from_rows():
     assert "close to memory-bound" in gemv_bench.diagnosis(rows, 1600.0)
     fig = figures.gemv_bars(rows)
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["w8a16 Triton", "w4a16 Triton", "w4a16 tinygemm"]
-    assert gemv_bench.copies_for(8 * 2**20) > gemv_bench.copies_for(64 * 2**20) >= 2
+    assert bench.l2_copies(8 * 2**20) > bench.l2_copies(64 * 2**20) >= 2
 
 
 def test_path_step_verdicts_say_no_more_than_the_times():
