@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from helpers.deploy.engine8 import encoder, formats, kernels, norm, resnet
+from helpers.deploy.engine8 import convolution, encoder, formats, kernels, norm, resnet
 from helpers.errors import InputError
 from tests.support.tiny_models import tiny_bert
 
@@ -59,7 +59,7 @@ def test_conv_reference_is_the_convolution_of_the_codes():
     g = torch.Generator().manual_seed(2)
     x = torch.randint(-20, 20, (2, 5, 6, 8), generator=g, dtype=torch.int8)
     w = torch.randint(-20, 20, (4, 3, 3, 8), generator=g, dtype=torch.int8)
-    y = kernels.conv(x, w, torch.ones(4), stride=2, pad=1, fp16=True)
+    y = convolution.conv(x, w, torch.ones(4), stride=2, pad=1, fp16=True)
     ref = nn.functional.conv2d(x.permute(0, 3, 1, 2).float(), w.permute(0, 3, 1, 2).float(), stride=2, padding=1)
     assert torch.equal(y, ref.permute(0, 2, 3, 1).half())  # exact sums, rounded once to FP16
     assert f.kind == 2
@@ -68,7 +68,7 @@ def test_conv_reference_is_the_convolution_of_the_codes():
 def test_conv_rejects_mismatched_channels():
     x = torch.zeros(1, 4, 4, 8, dtype=torch.int8)
     with pytest.raises(InputError, match="same C"):
-        kernels.conv(x, torch.zeros(2, 1, 1, 4, dtype=torch.int8), torch.ones(2))
+        convolution.conv(x, torch.zeros(2, 1, 1, 4, dtype=torch.int8), torch.ones(2))
 
 
 def test_gemm_rejects_float_inputs_with_the_fix():
@@ -219,6 +219,33 @@ def test_split_sentence_is_printed_from_the_rows(capsys):
     assert "1.500 ms (a)" in text and "1.200 ms (b)" in text and "GEMM -0.200 ms" in text and "gaps +0.500" in text
 
 
+def test_the_time_split_is_read_against_the_fastest_fp16_path(monkeypatch, capsys):
+    """Where the FP16 engine outruns FP16 compiled, it is the baseline the headline ratio divides by, so the split
+    sentences are read against it, and the figures show both FP16 paths."""
+    from helpers.chapters.ch09_deployment import engine_view
+
+    fp16c, fp16e, fp8 = "fp16 compiled + CUDA graph", "fp16 engine + CUDA graph", "fp8 engine + CUDA graph"
+
+    class R:
+        def __init__(self, compiled, engine):
+            self.rows = {"bert": [{"path": fp16c, "sequences/s": compiled}, {"path": fp16e, "sequences/s": engine},
+                                  {"path": fp8, "sequences/s": 3.0}],
+                         "parts": [{"model": "BERT-base", "path": p, "part": "GEMM", "ms": 1.0} for p in (fp16c, fp16e, fp8)]}
+
+        def __getitem__(self, k):
+            return self.rows[k]
+
+        def where(self):
+            return "here"
+    drawn = []
+    monkeypatch.setattr(engine_view, "figures", lambda r, model, paths, name: drawn.append(paths))
+    for compiled, engine, base in ((2.0, 1.0, fp16c), (1.0, 2.0, fp16e)):
+        assert engine_view.fastest_fp16(R(compiled, engine), "BERT-base") == base
+        text, = engine_view.where_time_goes(R(compiled, engine), "BERT-base", (fp8,), "x")
+        assert f"({base})" in text and f"against {base}" in text
+    assert drawn == [(fp16c, fp8), (fp16c, fp16e, fp8)]
+
+
 def test_the_accuracy_view_rounds_numbers_and_keeps_every_other_field():
     from helpers.chapters.ch09_deployment import engine_view
 
@@ -289,7 +316,7 @@ def test_a_1x1_convolution_runs_as_the_gemm_it_is():
     res = torch.randn(2, 5, 6, 8, generator=g).half()
     kw = {"bias": c.bias, "residual": res, "act": "relu", "fp16": True, "out": ("int8", 0.05)}
     got = resnet._launch(x, c, None, kw)
-    want = kernels.conv(x, w, c.scale, **kw)
+    want = convolution.conv(x, w, c.scale, **kw)
     assert all(torch.equal(p, q) for p, q in zip(got, want)) and got[0].shape == (2, 5, 6, 8)
 
 
@@ -301,14 +328,14 @@ def test_resnet_blocks_cross_memory_in_8_bits(monkeypatch):
     m = ResNetSmall(1, 10, 1).eval()
     x = torch.randn(8, 1, 40)
     eng = resnet.build(m, [x], "int8")
-    seen, real = [], kernels.conv
+    seen, real = [], convolution.conv
 
     def spy(inp, w, scale, **kw):
         r = kw.get("residual")
         seen.append({"residual": None if r is None else r.dtype, "residual_scale": kw.get("residual_scale"),
                      "fp16": kw.get("fp16"), "input": inp.dtype})
         return real(inp, w, scale, **kw)
-    monkeypatch.setattr(kernels, "conv", spy)
+    monkeypatch.setattr(convolution, "conv", spy)
     with torch.no_grad():
         eng(x)
     assert all(s["input"] == torch.int8 for s in seen)

@@ -238,8 +238,8 @@ def _measure_bert(batch: int, seq: int, torchao: bool, clock: StageClock) -> Row
     return {"tuned": tuned_rows, "gemm": gemm, "bert": bert_rows, "torchao": torchao_rows, **parts}
 
 
-def _best(rows: list[dict], value: str, prefixes: tuple[str, ...]) -> dict | None:
-    """The fastest row whose path starts with one of `prefixes`."""
+def best_row(rows: list[dict], value: str, prefixes: tuple[str, ...]) -> dict | None:
+    """The fastest row whose path starts with one of `prefixes` (the headline ratios' "best FP16" and "best 8-bit")."""
     cands = [r for r in rows if str(r["path"]).startswith(prefixes)]
     return max(cands, key=lambda r: r[value]) if cands else None
 
@@ -275,15 +275,15 @@ def derive(rows: Rows) -> dict[str, Any]:
     """The chapter's headlines from the measured rows, each with the spread of its interleaved rounds."""
     out: dict[str, Any] = {}
     bert, rn = rows.get("bert", []), rows.get("resnet", [])
-    b16, b8 = _best(bert, "sequences/s", ("fp16",)), _best(bert, "sequences/s", ("fp8", "int8"))
+    b16, b8 = best_row(bert, "sequences/s", ("fp16",)), best_row(bert, "sequences/s", ("fp8", "int8"))
     pairs = {"bert_base.best8_over_fp16": (b8, b16),
-             "bert_base.int8_over_fp16": (_best(bert, "sequences/s", ("int8",)), b16),
-             "bert_base.int8_over_fp32_eager": (_best(bert, "sequences/s", ("int8",)), _best(bert, "sequences/s",
+             "bert_base.int8_over_fp16": (best_row(bert, "sequences/s", ("int8",)), b16),
+             "bert_base.int8_over_fp32_eager": (best_row(bert, "sequences/s", ("int8",)), best_row(bert, "sequences/s",
                                                                                             ("fp32",))),
-             "resnet50.best8_over_fp16": (_best(rn, "images/s", ("fp8", "int8")), _best(rn, "images/s", ("fp16",)))}
+             "resnet50.best8_over_fp16": (best_row(rn, "images/s", ("fp8", "int8")), best_row(rn, "images/s", ("fp16",)))}
     tao = rows.get("torchao", [])
-    pairs["bert_base.engine_over_torchao"] = (_best(tao, "sequences/s", ("fp8 engine", "int8 engine")),
-                                              _best(tao, "sequences/s", ("torchao",)))
+    pairs["bert_base.engine_over_torchao"] = (best_row(tao, "sequences/s", ("fp8 engine", "int8 engine")),
+                                              best_row(tao, "sequences/s", ("torchao",)))
     for name, (fast, slow) in pairs.items():
         r = _ratio(fast, slow)
         if r is not None:

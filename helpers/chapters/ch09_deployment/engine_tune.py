@@ -65,12 +65,21 @@ def _epilogue(shape: tuple[int, int, int], fmt: str, epilogues: dict, skip8: boo
     return kw
 
 
-def tune(fmt: str, shapes: tuple[tuple[int, int, int], ...] = BERT_SHAPES, candidates: tuple = CANDIDATES,
+def with_tma(candidates: tuple, t: torch.Tensor) -> tuple:
+    """`candidates`, and on a GPU with a TMA unit (Hopper and later) each of them with TMA loads too, one tile a
+    program and persistent (``kernels.LOADS``): which loads win depends on the shape, so the tuner times both."""
+    from helpers.deploy.engine8 import kernels
+
+    return candidates + (tuple((*c, loads) for c in candidates for loads in kernels.LOADS)
+                         if kernels.tma_ready(t) else ())
+
+
+def tune(fmt: str, shapes: tuple[tuple[int, int, int], ...] = BERT_SHAPES, candidates: tuple | None = None,
          epilogues: dict | None = None, skip8: bool = True) -> tuple[dict[tuple[int, int, int], tuple[int, ...]],
                                                                       list[dict]]:
-    """Time every candidate configuration of the fused GEMM at each shape, with that shape's epilogue (default
-    BERT_EPILOGUES; with `skip8`, as the engine runs by default, residuals are 8-bit codes); the fastest per shape,
-    and all rows (with, for FP8 GEMMs that feed a LayerNorm or fuse nothing but their bias, the timings against
+    """Time every candidate configuration (default: ``with_tma(CANDIDATES)``) of the fused GEMM at each shape, with
+    that shape's epilogue (default BERT_EPILOGUES; with `skip8`, as the engine runs by default, residuals are 8-bit
+    codes); the fastest per shape, and all rows (with, for FP8 GEMMs that feed a LayerNorm or fuse nothing but their bias, the timings against
     cuBLASLt that ``dispatch`` reads)."""
     from helpers.deploy.engine8 import kernels
 
@@ -79,6 +88,8 @@ def tune(fmt: str, shapes: tuple[tuple[int, int, int], ...] = BERT_SHAPES, candi
         operands[(m, n, k)] = (codes((m, k), fmt, 1), codes((n, k), fmt, 2), torch.full((n,), 1e-3, device="cuda"),
                                torch.randn(n, device="cuda"),
                                _epilogue((m, n, k), fmt, BERT_EPILOGUES if epilogues is None else epilogues, skip8))
+    if candidates is None and operands:
+        candidates = with_tma(CANDIDATES, next(iter(operands.values()))[0])
     compile_ahead(lambda c=cfg, o=o: kernels.gemm(o[0], o[1], o[2], bias=o[3], config=c, **o[4])
                   for o in operands.values() for cfg in candidates)
     for (m, n, k), (a, w, scale, bias, ep) in operands.items():
@@ -208,18 +219,20 @@ def tuned_row(fmt: str, shape: str, tflops: float, config: tuple[int, ...] | str
 
 
 def tune_convs(engine: Any, x: torch.Tensor, candidates: tuple = CONV_CANDIDATES) -> tuple[dict[tuple, tuple], list[dict]]:
-    """Time every candidate configuration of each distinct convolution of one ResNet engine forward on `x`, with the
-    epilogue it runs (the engine records its launches: ``ResNetEngine.seen``); the fastest per convolution, and rows."""
+    """Time every candidate configuration of each distinct convolution of one ResNet engine forward on `x` (those that
+    run as a GEMM: ``with_tma(candidates)``), with the epilogue it runs (the engine records its launches:
+    ``ResNetEngine.seen``); the fastest per convolution, and rows."""
     engine.seen = []
     with torch.inference_mode():
         engine(x)
     launches, engine.seen = dict(engine.seen), None
+    tried = {key: with_tma(candidates, x) if _is_gemm(key) else candidates for key in launches}
     with torch.inference_mode():
-        compile_ahead(lambda c=cfg, f=launch: f(c) for launch in launches.values() for cfg in candidates)
+        compile_ahead(lambda c=cfg, f=launch: f(c) for key, launch in launches.items() for cfg in tried[key])
     best, rows = {}, []
     for key, launch in launches.items():
         fns = {}
-        for cfg in candidates:
+        for cfg in tried[key]:
             try:
                 with torch.inference_mode():
                     launch(cfg)
@@ -232,6 +245,12 @@ def tune_convs(engine: Any, x: torch.Tensor, candidates: tuple = CONV_CANDIDATES
         best[key] = min(fns, key=lambda c: t.median_s(str(c)))
         rows += [{"key": key, "config": c, "us": t.median_s(str(c)) * 1e6, "flop": conv_flops(key)} for c in fns]
     return best, rows
+
+
+def _is_gemm(key: tuple) -> bool:
+    """Whether the convolution named by its ``resnet.conv_key`` runs as a GEMM (1×1, stride 1: ``kernels.gemm``,
+    which has TMA loads; the convolution's own kernel has not)."""
+    return tuple(key[1][1:3]) == (1, 1) and tuple(key[2]) == (1, 1)
 
 
 def conv_flops(key: tuple) -> float:

@@ -67,6 +67,28 @@ def figures(result: Any, model: str, paths: tuple[str, ...], name: str) -> None:
     timeline.draw(shown, title=f"{model}: the kernels of one forward", name=f"{name}_timeline")
 
 
+TABLES = {"BERT-base": ("bert", "sequences/s"), "ResNet-50": ("resnet", "images/s")}  # each model's speed table
+COMPILED = {"BERT-base": "fp16 compiled + CUDA graph", "ResNet-50": "fp16 channels-last compiled + CUDA graph"}
+
+
+def fastest_fp16(result: Any, model: str) -> str:
+    """The path of the model's fastest FP16 row: the fair baseline its headline ratio divides by
+    (``engine.best_row``), FP16 compiled where no row is stored."""
+    from helpers.chapters.ch09_deployment.engine import best_row
+
+    table, value = TABLES[model]
+    row = best_row(result[table] or [], value, ("fp16",))
+    return row["path"] if row else COMPILED[model]
+
+
+def where_time_goes(result: Any, model: str, paths8: tuple[str, ...], name: str) -> list[str]:
+    """The time split's figures of FP16 compiled, the fastest FP16 path and the 8-bit `paths8`, then each 8-bit path's
+    split sentence against that fastest FP16 path (the baseline the headline ratios divide by)."""
+    base = fastest_fp16(result, model)
+    figures(result, model, tuple(dict.fromkeys((COMPILED[model], base, *paths8))), name)
+    return [split_sentence(result, model, p, base) for p in paths8]
+
+
 def split_sentence(result: Any, model: str, fast: str, slow: str) -> str:
     """What the 8-bit forward saves and spends against the FP16 one, part by part, from the measured split."""
     ms = {(r["path"], r["part"]): r["ms"] for r in result["parts"] if r["model"] == model}

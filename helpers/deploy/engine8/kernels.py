@@ -1,5 +1,5 @@
-"""The engine's Triton kernels: an 8-bit GEMM and an 8-bit convolution with the epilogue fused (the row-wise
-LayerNorm + quantize are in ``helpers.deploy.engine8.norm``).
+"""The engine's 8-bit GEMM with its epilogue fused, and what every engine kernel shares (the convolution is in
+``helpers.deploy.engine8.convolution``, the row-wise LayerNorm + quantize in ``helpers.deploy.engine8.norm``).
 
 Each kernel reads 8-bit codes, multiplies on the tensor cores (FP8 e4m3 or INT8, FP32/INT32 accumulation) and
 finishes in registers before anything is written: ``y = acc * scale[n] + bias[n] (+ residual) -> activation``, then
@@ -8,11 +8,15 @@ layer fusion: the dequantize, bias, activation, residual add and the next layer'
 memory.
 
     y = gemm(a, w, scale, bias=b, act="gelu", out=("fp8", s_next))         # (M, K) x (N, K)ᵀ
-    y, q = conv(x, w, scale, bias=b, residual=r, act="relu", fp16=True, out=("fp8", s_next), stride=2, pad=1)
-    q = conv(x, w, scale, residual=x8, residual_scale=s_x, act="relu", out=("int8", s_next))   # an 8-bit skip
+    y = gemm(a, w, scale, bias=b, config=(128, 128, 128, 8, 8, 3, "tma"))   # operand tiles loaded by the TMA unit
 
-The small helpers every kernel wrapper needs (``out_spec``, ``outputs``, ``result``, ``residual_spec``,
-``exact_products`` and the Triton ``store_codes``) are public: ``norm`` builds its row-wise kernels on them.
+The GEMM loads its operand tiles with every thread's loads (any NVIDIA GPU Triton supports) or, on Hopper and later,
+with the tensor memory accelerator (``LOADS``): one instruction copies a whole tile to shared memory, which leaves
+the threads free for the multiply; the tuner times both (``helpers.chapters.ch09_deployment.engine_tune``).
+
+The helpers every kernel wrapper needs (``out_spec``, ``outputs``, ``result``, ``residual_spec``, ``exact_products``,
+``launch`` and the Triton ``tile``, ``mma``, ``finish``, ``store_codes``) are public: ``convolution`` and ``norm``
+build on them.
 
 Every function runs the Triton kernel on a CUDA tensor and the exact PyTorch reference (``*_reference``) elsewhere,
 so the engine computes the same function on the CPU, only slower. Launches go to torch's current stream (a CUDA
@@ -24,13 +28,13 @@ Serves: core — used by chapter 9.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from helpers.deploy.engine8 import formats
 from helpers.errors import InputError
@@ -40,6 +44,10 @@ try:  # Triton comes with PyTorch's CUDA wheels, not with the CPU wheel
     import triton.language as tl
 except ImportError:  # pragma: no cover - depends on the wheel
     triton = None
+try:  # host-side TMA descriptors: Triton 3.3 and later
+    from triton.tools.tensor_descriptor import TensorDescriptor
+except ImportError:  # pragma: no cover - depends on the wheel
+    TensorDescriptor = None
 
 _ahead = {"on": False}  # inside compiling_ahead(): kernels are compiled, not run
 
@@ -49,6 +57,9 @@ _ahead = {"on": False}  # inside compiling_ahead(): kernels are compiled, not ru
 ACTS = {"none": 0, "relu": 1, "gelu": 2, "gelu_tanh": 3}
 # (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages): a safe default; tuned tables override it per shape.
 DEFAULT_CONFIG = (128, 128, 128, 8, 8, 3)
+# An optional seventh element of a GEMM configuration: its operand tiles loaded by the TMA unit (Hopper and later),
+# one output tile a program ('tma'), or one program an SM walking the tiles ('tma persistent')
+LOADS = ("tma", "tma persistent")
 
 
 def triton_ready(t: torch.Tensor) -> bool:
@@ -93,7 +104,7 @@ def epilogue_reference(acc: torch.Tensor, scale: torch.Tensor, bias: torch.Tenso
     return (y.half() if fp16 else None), q
 
 
-def _check_codes(a: torch.Tensor, w: torch.Tensor, what: str) -> None:
+def check_codes(a: torch.Tensor, w: torch.Tensor, what: str) -> None:
     """Both operands 8-bit codes of one format, or an InputError saying which to quantize."""
     ok = (torch.float8_e4m3fn, torch.int8, torch.float16)  # FP16: the same kernel as the baseline
     if a.dtype not in ok or w.dtype != a.dtype:
@@ -110,7 +121,7 @@ def exact_products(a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 if triton is not None:
 
     @triton.jit
-    def _finish(acc, rm, rn, M, N, scale_ptr, bias_ptr, res_ptr, y_ptr, q_ptr, out_mul, res_mul,
+    def finish(acc, rm, rn, M, N, scale_ptr, bias_ptr, res_ptr, y_ptr, q_ptr, out_mul, res_mul,
                 HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr, RES_CODES: tl.constexpr, ACT: tl.constexpr,
                 WRITE_Y: tl.constexpr, OUT_KIND: tl.constexpr):
         """The fused epilogue on one (BLOCK_M, BLOCK_N) tile: scale, bias, residual (FP16, or 8-bit codes times
@@ -157,7 +168,7 @@ if triton is not None:
         return (y + 12582912.0) - 12582912.0
 
     @triton.jit
-    def _mma(a, b, acc, INT_ACC: tl.constexpr):
+    def mma(a, b, acc, INT_ACC: tl.constexpr):
         """acc += a @ b on the tensor cores (INT32 accumulation for INT8 codes, FP32 for FP8)."""
         if INT_ACC:
             acc = tl.dot(a, b, acc, out_dtype=tl.int32)
@@ -166,16 +177,14 @@ if triton is not None:
         return acc
 
     @triton.jit
-    def _tile(M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
-        """This program's output tile, in grouped order (neighbouring programs share weight tiles in L2)."""
-        pid = tl.program_id(0)
+    def tile(t, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+        """The first row and column of output tile `t`, in grouped order (neighbouring tiles share weight tiles in
+        L2)."""
         num_m, num_n = tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N)
         group = GROUP_M * num_n
-        first_m = (pid // group) * GROUP_M
+        first_m = (t // group) * GROUP_M
         rows = min(num_m - first_m, GROUP_M)
-        pid_m = first_m + (pid % group) % rows
-        pid_n = (pid % group) // rows
-        return pid_m * BLOCK_M + tl.arange(0, BLOCK_M), pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        return (first_m + (t % group) % rows) * BLOCK_M, ((t % group) // rows) * BLOCK_N
 
     @triton.jit
     def _gemm_kernel(a_ptr, w_ptr, y_ptr, q_ptr, scale_ptr, bias_ptr, res_ptr, M, N, K, out_mul, res_mul,
@@ -184,53 +193,54 @@ if triton is not None:
                      OUT_KIND: tl.constexpr, INT_ACC: tl.constexpr, EVEN_K: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
         """Y = epilogue(A (M, K) @ W (N, K)ᵀ), both row-major 8-bit codes (K-major, as the tensor cores want)."""
-        rm, rn = _tile(M, N, BLOCK_M, BLOCK_N, GROUP_M)
-        rk = tl.arange(0, BLOCK_K)
+        om, on = tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        rm, rn, rk = om + tl.arange(0, BLOCK_M), on + tl.arange(0, BLOCK_N), tl.arange(0, BLOCK_K)
         a = a_ptr + (rm % M)[:, None] * K + rk[None, :]
         b = w_ptr + (rn % N)[None, :] * K + rk[:, None]
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32 if INT_ACC else tl.float32)
         for k in range(0, tl.cdiv(K, BLOCK_K)):
             if EVEN_K:
-                acc = _mma(tl.load(a), tl.load(b), acc, INT_ACC)
+                acc = mma(tl.load(a), tl.load(b), acc, INT_ACC)
             else:
                 left = K - k * BLOCK_K
-                acc = _mma(tl.load(a, mask=rk[None, :] < left, other=0.0),
+                acc = mma(tl.load(a, mask=rk[None, :] < left, other=0.0),
                            tl.load(b, mask=rk[:, None] < left, other=0.0), acc, INT_ACC)
             a += BLOCK_K
             b += BLOCK_K
-        _finish(acc, rm, rn, M, N, scale_ptr, bias_ptr, res_ptr, y_ptr, q_ptr, out_mul, res_mul,
+        finish(acc, rm, rn, M, N, scale_ptr, bias_ptr, res_ptr, y_ptr, q_ptr, out_mul, res_mul,
                 HAS_BIAS, HAS_RES, RES_CODES, ACT, WRITE_Y, OUT_KIND)
 
     @triton.jit
-    def _conv_kernel(x_ptr, w_ptr, y_ptr, q_ptr, scale_ptr, bias_ptr, res_ptr, NB, H, W, C, HO, WO, COUT, out_mul,
-                     res_mul,
-                     R: tl.constexpr, S: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr, PH: tl.constexpr, PW: tl.constexpr,
-                     HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr, RES_CODES: tl.constexpr, ACT: tl.constexpr,
-                     WRITE_Y: tl.constexpr, OUT_KIND: tl.constexpr, INT_ACC: tl.constexpr,
-                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
-        """Implicit-GEMM convolution, NHWC codes: rows are output pixels, K runs over (r, s, channel)."""
-        M = NB * HO * WO
-        rm, rn = _tile(M, COUT, BLOCK_M, BLOCK_N, GROUP_M)
-        img = rm // (HO * WO)
-        pix = rm % (HO * WO)
-        h0 = (pix // WO) * SH - PH
-        w0 = (pix % WO) * SW - PW
-        rk = tl.arange(0, BLOCK_K)
-        kc = tl.cdiv(C, BLOCK_K)
+    def _tma_tile(t, a_desc, w_desc, y_ptr, q_ptr, scale_ptr, bias_ptr, res_ptr, M, N, K, out_mul, res_mul,
+                  HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr, RES_CODES: tl.constexpr, ACT: tl.constexpr,
+                  WRITE_Y: tl.constexpr, OUT_KIND: tl.constexpr, INT_ACC: tl.constexpr,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+        """Output tile `t` of the GEMM, its operand tiles brought to shared memory by the TMA unit (descriptors:
+        one instruction a tile, zeros past the edges) instead of every thread's loads."""
+        om, on = tile(t, M, N, BLOCK_M, BLOCK_N, GROUP_M)
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32 if INT_ACC else tl.float32)
-        for kk in range(0, R * S * kc):
-            rs = kk // kc
-            c = (kk % kc) * BLOCK_K + rk
-            hi = h0 + rs // S
-            wi = w0 + rs % S
-            inside = (rm < M) & (hi >= 0) & (hi < H) & (wi >= 0) & (wi < W)
-            a = tl.load(x_ptr + ((img * H + hi) * W + wi)[:, None] * C + c[None, :],
-                        mask=inside[:, None] & (c < C)[None, :], other=0.0)
-            b = tl.load(w_ptr + rn[None, :] * (R * S * C) + (rs * C + c)[:, None],
-                        mask=(c < C)[:, None] & (rn < COUT)[None, :], other=0.0)
-            acc = _mma(a, b, acc, INT_ACC)
-        _finish(acc, rm, rn, M, COUT, scale_ptr, bias_ptr, res_ptr, y_ptr, q_ptr, out_mul, res_mul,
-                HAS_BIAS, HAS_RES, RES_CODES, ACT, WRITE_Y, OUT_KIND)
+        for k in range(0, tl.cdiv(K, BLOCK_K)):
+            acc = mma(a_desc.load([om, k * BLOCK_K]), w_desc.load([on, k * BLOCK_K]).T, acc, INT_ACC)
+        finish(acc, om + tl.arange(0, BLOCK_M), on + tl.arange(0, BLOCK_N), M, N, scale_ptr, bias_ptr, res_ptr, y_ptr,
+               q_ptr, out_mul, res_mul, HAS_BIAS, HAS_RES, RES_CODES, ACT, WRITE_Y, OUT_KIND)
+
+    @triton.jit
+    def _gemm_tma_kernel(a_desc, w_desc, y_ptr, q_ptr, scale_ptr, bias_ptr, res_ptr, M, N, K, out_mul, res_mul,
+                         PROGRAMS, HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr, RES_CODES: tl.constexpr,
+                         ACT: tl.constexpr, WRITE_Y: tl.constexpr, OUT_KIND: tl.constexpr, INT_ACC: tl.constexpr,
+                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+                         PERSISTENT: tl.constexpr):
+        """The GEMM with TMA loads: one tile a program, or (PERSISTENT) `PROGRAMS` programs, one per SM, each
+        walking the tiles (the next tile's loads start while this one finishes its epilogue)."""
+        if PERSISTENT:
+            for t in tl.range(tl.program_id(0), tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N), PROGRAMS, flatten=True):
+                _tma_tile(t, a_desc, w_desc, y_ptr, q_ptr, scale_ptr, bias_ptr, res_ptr, M, N, K, out_mul, res_mul,
+                          HAS_BIAS, HAS_RES, RES_CODES, ACT, WRITE_Y, OUT_KIND, INT_ACC, BLOCK_M, BLOCK_N, BLOCK_K,
+                          GROUP_M)
+        else:
+            _tma_tile(tl.program_id(0), a_desc, w_desc, y_ptr, q_ptr, scale_ptr, bias_ptr, res_ptr, M, N, K, out_mul,
+                      res_mul, HAS_BIAS, HAS_RES, RES_CODES, ACT, WRITE_Y, OUT_KIND, INT_ACC, BLOCK_M, BLOCK_N,
+                      BLOCK_K, GROUP_M)
 
 
 def outputs(shape: tuple[int, ...], device: torch.device, fp16: bool, out: tuple[str, float] | None) -> tuple[Any, Any]:
@@ -257,17 +267,31 @@ def residual_spec(residual: torch.Tensor | None, residual_scale: float | None) -
     return codes, 1.0 if residual_scale is None else float(residual_scale)
 
 
-def _config(config: Any) -> tuple[int, ...]:
-    """A kernel configuration (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages), DEFAULT_CONFIG for None."""
+def config_tuple(config: Any, tma: bool = False) -> tuple[tuple[int, ...], str | None]:
+    """(BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages) of a kernel configuration (DEFAULT_CONFIG for
+    None) and its loads: None (each thread loads its share) or, where `tma` allows (the GEMM), one of ``LOADS``."""
     if config is None:
-        return DEFAULT_CONFIG
-    if isinstance(config, str) or len(config) != 6 or not all(isinstance(v, int) for v in config):
+        return DEFAULT_CONFIG, None
+    ok = not isinstance(config, str) and len(config) in (6, 7) and all(isinstance(v, int) for v in config[:6])
+    if not ok or (len(config) == 7 and (not tma or config[6] not in LOADS)):
         raise InputError(f"a kernel configuration is six whole numbers (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, warps, "
-                         f"stages), got {config!r}; a library GEMM ('cuBLASLt') runs through norm.lt_gemm instead.")
-    return tuple(config)
+                         f"stages){', then optionally one of ' + ', '.join(map(repr, LOADS)) if tma else ''}, got "
+                         f"{config!r}; a library GEMM ('cuBLASLt') runs through norm.lt_gemm instead.")
+    return tuple(config[:6]), (config[6] if len(config) == 7 else None)
 
 
-def _launch_args(scale: torch.Tensor, bias: torch.Tensor | None, residual: torch.Tensor | None,
+def tma_ready(t: torch.Tensor) -> bool:
+    """True when `t` is on a GPU with a TMA unit (compute capability 9.0 or later) and Triton has tensor descriptors."""
+    return triton_ready(t) and TensorDescriptor is not None and torch.cuda.get_device_capability(t.device)[0] >= 9
+
+
+@functools.lru_cache(maxsize=None)
+def _sms(device: torch.device) -> int:
+    """The GPU's streaming multiprocessors (a persistent kernel runs one program on each)."""
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def pointer_args(scale: torch.Tensor, bias: torch.Tensor | None, residual: torch.Tensor | None,
                  y: Any, q: Any) -> tuple[Any, ...]:
     """Pointer arguments, with a harmless stand-in for the ones a flag switches off."""
     return (y if y is not None else scale, q if q is not None else scale, scale,
@@ -296,7 +320,7 @@ def compiling_ahead() -> Iterator[bool]:
             _ahead["on"] = False
 
 
-def _run(kernel: Any, grid: tuple[int, ...], *args: Any, **kw: Any) -> None:
+def launch(kernel: Any, grid: tuple[int, ...], *args: Any, **kw: Any) -> None:
     """Launch a Triton kernel on torch's current stream, or inside ``compiling_ahead`` only compile it."""
     if _ahead["on"]:
         kernel.warmup(*args, grid=grid, **kw)
@@ -313,7 +337,7 @@ def gemm(a: torch.Tensor, w: torch.Tensor, scale: torch.Tensor, *, bias: torch.T
     codes * `residual_scale`; `out` = (format, scale) of the codes to write; `fp16` (default: when no codes are
     asked for) writes the FP16 result too.
     """
-    _check_codes(a, w, "gemm")
+    check_codes(a, w, "gemm")
     if a.dim() != 2 or w.dim() != 2 or a.shape[1] != w.shape[1]:
         raise InputError(f"gemm needs a (M, K) and w (N, K) with the same K, got {tuple(a.shape)} and {tuple(w.shape)}.")
     if act not in ACTS:
@@ -322,57 +346,30 @@ def gemm(a: torch.Tensor, w: torch.Tensor, scale: torch.Tensor, *, bias: torch.T
     n = w.shape[0]
     fp16 = out is None if fp16 is None else fp16
     res_codes, res_mul = residual_spec(residual, residual_scale)
-    bm, bn, bk, gm, warps, stages = _config(config)
+    (bm, bn, bk, gm, warps, stages), loads = config_tuple(config, tma=True)
     if not triton_ready(a):
         y, q = epilogue_reference(exact_products(a, w), scale, bias, residual, act, fp16, out, residual_scale)
         return result(y, q)
+    if loads and not tma_ready(a):
+        raise InputError(f"{loads!r} loads need a GPU of compute capability 9.0 or later (Hopper) and a Triton with "
+                         f"tensor descriptors; use the configuration without its seventh element.")
+    if loads and k % 16:
+        raise InputError(f"TMA loads read rows of a multiple of 16 bytes, got K = {k}; use the configuration without "
+                         f"{loads!r}.")
     kind, mul = out_spec(out)
     y, q = outputs((m, n), a.device, fp16, out)
-    grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn),)
-    _run(_gemm_kernel, grid, a, w, *_launch_args(scale, bias, residual, y, q), m, n, k, mul, res_mul,
-         HAS_BIAS=bias is not None, HAS_RES=residual is not None, RES_CODES=res_codes, ACT=ACTS[act], WRITE_Y=fp16,
-         OUT_KIND=kind, INT_ACC=a.dtype == torch.int8, EVEN_K=k % bk == 0,
-         BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=gm, num_warps=warps, num_stages=stages)
-    return result(y, q)
-
-
-def conv(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor, *, stride: int | tuple[int, int] = 1,
-         pad: int | tuple[int, int] = 0,
-         bias: torch.Tensor | None = None, residual: torch.Tensor | None = None, residual_scale: float | None = None,
-         act: str = "none", fp16: bool | None = None, out: tuple[str, float] | None = None,
-         config: tuple[int, ...] | None = None) -> Any:
-    """epilogue(conv2d(x, w)) on NHWC codes: x (N, H, W, C), w (Cout, R, S, C); residual (N, Ho, Wo, Cout) FP16,
-    or codes read as codes * `residual_scale`.
-
-    `stride` and `pad` are one number or (height, width) pairs: a 1-D convolution is H = R = 1, stride (1, s).
-    """
-    (sh, sw), (ph, pw) = (stride, stride) if isinstance(stride, int) else stride, (pad, pad) if isinstance(pad, int) else pad
-    _check_codes(x, w, "conv")
-    if x.dim() != 4 or w.dim() != 4 or x.shape[3] != w.shape[3]:
-        raise InputError(f"conv needs NHWC x (N, H, W, C) and w (Cout, R, S, C) with the same C, got "
-                         f"{tuple(x.shape)} and {tuple(w.shape)}.")
-    nb, h, wd, c = x.shape
-    cout, r, s, _ = w.shape
-    ho, wo = (h + 2 * ph - r) // sh + 1, (wd + 2 * pw - s) // sw + 1
-    fp16 = out is None if fp16 is None else fp16
-    res_codes, res_mul = residual_spec(residual, residual_scale)
-    bm, bn, bk, gm, warps, stages = _config(config)
-    if not triton_ready(x):
-        acc = F.conv2d(x.permute(0, 3, 1, 2).double(), w.permute(0, 3, 1, 2).double(), stride=(sh, sw), padding=(ph, pw))
-        acc = acc.permute(0, 2, 3, 1).reshape(-1, cout)
-        acc = acc.round().to(torch.int32) if x.dtype == torch.int8 else acc.float()
-        res = None if residual is None else residual.reshape(-1, cout)
-        y, q = epilogue_reference(acc, scale, bias, res, act, fp16, out, residual_scale)
-        shape = (nb, ho, wo, cout)
-        return result(None if y is None else y.reshape(shape), None if q is None else q.reshape(shape))
-    kind, mul = out_spec(out)
-    y, q = outputs((nb, ho, wo, cout), x.device, fp16, out)
-    bk = min(bk, max(32, triton.next_power_of_2(c)))
-    grid = (triton.cdiv(nb * ho * wo, bm) * triton.cdiv(cout, bn),)
-    _run(_conv_kernel, grid, x, w, *_launch_args(scale, bias, residual, y, q), nb, h, wd, c, ho, wo, cout, mul, res_mul,
-         R=r, S=s, SH=sh, SW=sw, PH=ph, PW=pw, HAS_BIAS=bias is not None, HAS_RES=residual is not None,
-         RES_CODES=res_codes, ACT=ACTS[act], WRITE_Y=fp16, OUT_KIND=kind, INT_ACC=x.dtype == torch.int8,
-         BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=gm, num_warps=warps, num_stages=stages)
+    flags = dict(HAS_BIAS=bias is not None, HAS_RES=residual is not None, RES_CODES=res_codes, ACT=ACTS[act],
+                 WRITE_Y=fp16, OUT_KIND=kind, INT_ACC=a.dtype == torch.int8,
+                 BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=gm, num_warps=warps, num_stages=stages)
+    tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn)
+    if loads:
+        progs = min(tiles, _sms(a.device)) if loads == "tma persistent" else tiles
+        launch(_gemm_tma_kernel, (progs,), TensorDescriptor.from_tensor(a, [bm, bk]),
+               TensorDescriptor.from_tensor(w, [bn, bk]), *pointer_args(scale, bias, residual, y, q), m, n, k, mul,
+               res_mul, progs, PERSISTENT=loads == "tma persistent", **flags)
+    else:
+        launch(_gemm_kernel, (tiles,), a, w, *pointer_args(scale, bias, residual, y, q), m, n, k, mul, res_mul,
+               EVEN_K=k % bk == 0, **flags)
     return result(y, q)
 
 

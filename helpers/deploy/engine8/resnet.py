@@ -1,7 +1,7 @@
 """A ResNet (ResNet-50, or the course's small trained 1-D ResNet) as an 8-bit inference engine on NHWC codes.
 
 BatchNorm is folded into each convolution (a per-channel scale on the weight and a bias), every convolution after
-the stem is one ``kernels.conv`` launch (a 1×1 convolution of stride 1 is the GEMM it is: ``kernels.gemm`` on the
+the stem is one ``convolution.conv`` launch (a 1×1 convolution of stride 1 is the GEMM it is: ``kernels.gemm`` on the
 pixels as rows) whose epilogue adds the bias, the residual and the ReLU and writes the next convolution's codes,
 so a bottleneck block is three or four kernels and its activations cross memory in 8 bits only:
 
@@ -28,7 +28,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from helpers.deploy.engine8 import formats, kernels, norm
+from helpers.deploy.engine8 import convolution, formats, kernels, norm
 from helpers.errors import InputError
 
 
@@ -151,10 +151,10 @@ def conv_key(x: torch.Tensor, c: QConv, kw: dict[str, Any]) -> tuple:
 
 
 def _launch(x: torch.Tensor, c: QConv, config: tuple[int, ...] | None, kw: dict[str, Any]) -> Any:
-    """kernels.conv, or kernels.gemm on the pixels as rows for a 1×1 convolution of stride 1 without padding."""
+    """convolution.conv, or kernels.gemm on the pixels as rows for a 1×1 convolution of stride 1 without padding."""
     cout, r, s, ch = c.w.shape
     if (r, s) != (1, 1) or c.stride != (1, 1) or c.pad != (0, 0):
-        return kernels.conv(x, c.w, c.scale, stride=c.stride, pad=c.pad, config=config, **kw)
+        return convolution.conv(x, c.w, c.scale, stride=c.stride, pad=c.pad, config=config, **kw)
     kw = dict(kw)
     if kw.get("residual") is not None:
         kw["residual"] = kw["residual"].reshape(-1, cout)
@@ -186,7 +186,7 @@ def build(model: nn.Module, calib: Iterable[Any], fmt: str = "fp8", method: str 
 
 
 def conv_count(engine: ResNetEngine) -> dict[str, int]:
-    """How many 8-bit convolutions one forward launches (kernels.conv, or kernels.gemm for a 1×1 of stride 1), and how
+    """How many 8-bit convolutions one forward launches (convolution.conv, or kernels.gemm for a 1×1 of stride 1), and how
     many of them carry a fused residual."""
     return {"8-bit convolutions": sum(len(b.convs) + (b.skip is not None) for b in engine.blocks),
             "with residual + ReLU fused": len(engine.blocks)}
