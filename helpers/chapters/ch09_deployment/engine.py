@@ -37,14 +37,19 @@ TORCHAO = Table("ch09.engine.torchao", keys=("path",), value="sequences/s", unit
                 spread="spread")
 RESNET = Table("ch09.engine.resnet50", keys=("path",), value="images/s", unit="images/s", fields=("rounds_s",),
                spread="spread")
+INSTRUCTIONS = Table("ch09.engine.instructions", keys=("format", "shape"), value="MMA groups in flight", unit="groups",
+                     fields=("config", "instruction", "tile loads"),
+                     example={"format": "int8", "shape": "4096x3072x768", "MMA groups in flight": 0,
+                              "config": [128, 256, 128, 8, 8, 3, "tma"],
+                              "instruction": "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8", "tile loads": "TMA"})
 PARTS = Table("ch09.engine.parts", keys=("model", "path", "part"), value="ms", unit="ms")
 KERNELS = Table("ch09.engine.kernels", keys=("model", "path"), value="kernels", unit="kernels",
                 fields=("GPU ms",), example={"model": "BERT-base", "path": "fp16 engine + CUDA graph", "kernels": 98,
                                             "GPU ms": 2.9})
 ACCURACY = Table("ch09.engine.accuracy", keys=("model", "format"), value="drop (pts)", unit="pts",
                  fields=("FP32 %", "engine %", "CPU twin %", "agreement with twin %"), spread="spread")
-TABLES = {"tuned": TUNED, "gemm": GEMM, "bert": BERT, "torchao": TORCHAO, "resnet": RESNET, "parts": PARTS,
-          "kernels": KERNELS, "accuracy": ACCURACY}
+TABLES = {"tuned": TUNED, "instructions": INSTRUCTIONS, "gemm": GEMM, "bert": BERT, "torchao": TORCHAO,
+          "resnet": RESNET, "parts": PARTS, "kernels": KERNELS, "accuracy": ACCURACY}
 
 
 def _rate_rows(r: Any, items: int, value: str) -> list[dict]:
@@ -194,11 +199,15 @@ def _measure_bert(batch: int, seq: int, torchao: bool, clock: StageClock) -> Row
         clock.start(what)
 
     step("tuning the fused GEMM per shape")
-    tuned, engine_configs, tuned_rows = {}, {}, []
+    tuned, engine_configs, tuned_rows, instructions = {}, {}, [], []
     for fmt in eb.FORMATS:
         best, rows = et.tune(fmt)
         tuned[fmt], engine_configs[fmt] = best, et.dispatch(best, rows)
         tuned_rows += et.tuned_rows(fmt, engine_configs[fmt], rows)
+        try:
+            instructions += et.instruction_rows(fmt, best)
+        except Exception as exc:  # reading the PTX explains the timings; it must not lose them
+            print(f"{fmt}: the tuned GEMMs' PTX was not read ({type(exc).__name__}: {str(exc)[:160]})")
     bar.update()
     step("GEMMs at BERT-base shapes")
     gemm = eb.gemm_table(tuned)
@@ -235,7 +244,8 @@ def _measure_bert(batch: int, seq: int, torchao: bool, clock: StageClock) -> Row
     bert.clear()
     torch.cuda.empty_cache()
     bar.close()
-    return {"tuned": tuned_rows, "gemm": gemm, "bert": bert_rows, "torchao": torchao_rows, **parts}
+    return {"tuned": tuned_rows, "instructions": instructions, "gemm": gemm, "bert": bert_rows, "torchao": torchao_rows,
+            **parts}
 
 
 def best_row(rows: list[dict], value: str, prefixes: tuple[str, ...]) -> dict | None:

@@ -113,6 +113,22 @@ def tune(fmt: str, shapes: tuple[tuple[int, int, int], ...] = BERT_SHAPES, candi
     return best, rows
 
 
+def instruction_rows(fmt: str, best: dict[tuple[int, int, int], tuple]) -> list[dict]:
+    """What each of the engine's own tuned GEMMs (`best`: shape -> configuration) compiled to, with the epilogue it
+    runs: its tensor-core instruction, the MMA groups it keeps in flight and its tile loads, read from the PTX
+    (``helpers.deploy.engine8.ptx``)."""
+    from helpers.deploy.engine8 import kernels, ptx
+
+    rows = []
+    for (m, n, k), cfg in best.items():
+        kernel = kernels.gemm(codes((m, k), fmt, 1), codes((n, k), fmt, 2), torch.full((n,), 1e-3, device="cuda"),
+                              bias=torch.randn(n, device="cuda"), config=cfg, compiled=True,
+                              **_epilogue((m, n, k), fmt, BERT_EPILOGUES, skip8=True))
+        rows.append({"format": fmt, "shape": "x".join(map(str, (m, n, k))), "config": list(cfg),
+                     **ptx.describe(kernel.asm["ptx"])})
+    return rows
+
+
 def compile_ahead(calls: Iterable[Callable[[], Any]]) -> None:
     """Compile the kernel of every call side by side on the host's cores, running none of them
     (``kernels.compiling_ahead``): a tuner's candidates then cost their timing, not one compile after another. A call

@@ -131,6 +131,37 @@ def gemm_sentence(result: Any, target: float) -> str:
     return text
 
 
+def instruction_sentence(result: Any) -> str:
+    """Which tensor-core instruction each format's own tuned GEMMs compiled to, how many MMA groups they keep in
+    flight and how they load their tiles (the PTX rows); where INT8's keep none and FP8's do, what that costs."""
+    rows = result["instructions"] or []
+    if not rows:
+        text = f"Which instructions the engine's GEMMs compiled to is not stored ({result.where()})."
+        print(text)
+        return text
+    by: dict[str, list[dict]] = {}
+    for r in rows:
+        by.setdefault(r["format"], []).append(r)
+
+    def joined(rs: list[dict], col: str) -> str:
+        return "/".join(str(v) for v in sorted({r[col] for r in rs}))
+    text = "The engine's own GEMMs as compiled on this card, read from their PTX: " + "; ".join(
+        f"{fmt} {joined(rs, 'instruction')}, {joined(rs, 'MMA groups in flight')} MMA group(s) in flight, tiles "
+        f"by {joined(rs, 'tile loads')}" for fmt, rs in by.items()) + "."
+    zh = ""
+    int8 = max((r["MMA groups in flight"] for r in by.get("int8", [])), default=None)
+    fp8 = min((r["MMA groups in flight"] for r in by.get("fp8", [])), default=None)
+    if int8 == 0 and fp8:
+        text += (" The INT8 kernels wait for each group of MMAs to finish before issuing the next, while the FP8 ones "
+                 "keep one in flight: Triton's pipeliner makes a Hopper MMA asynchronous only when its accumulator is "
+                 "FP32, and INT8 accumulates in INT32. So the INT8 tensor cores idle while each next group is set up, "
+                 "one measured reason the engine's INT8 row trails its FP8 row in the GEMM table.")
+        zh = ("INT8 内核每发出一组 MMA 都要等它完成才发下一组，FP8 内核则保持一组在途：Triton 的流水线只在累加器为 FP32 时"
+              "才让 Hopper 的 MMA 异步执行，而 INT8 以 INT32 累加。")
+    print(text + ("\n" + zh if zh else ""))
+    return text
+
+
 OWN_ROW = "fp8 engine"  # the GEMM table's row of the engine's own FP8 Triton GEMM (engine_bench.gemm_table)
 
 

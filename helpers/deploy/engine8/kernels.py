@@ -320,22 +320,24 @@ def compiling_ahead() -> Iterator[bool]:
             _ahead["on"] = False
 
 
-def launch(kernel: Any, grid: tuple[int, ...], *args: Any, **kw: Any) -> None:
-    """Launch a Triton kernel on torch's current stream, or inside ``compiling_ahead`` only compile it."""
+def launch(kernel: Any, grid: tuple[int, ...], *args: Any, **kw: Any) -> Any:
+    """Launch a Triton kernel on torch's current stream, or inside ``compiling_ahead`` only compile it; the compiled
+    kernel (its PTX in ``.asm['ptx']``)."""
     if _ahead["on"]:
-        kernel.warmup(*args, grid=grid, **kw)
-    else:
-        kernel[grid](*args, **kw)
+        return kernel.warmup(*args, grid=grid, **kw)
+    return kernel[grid](*args, **kw)
 
 
 def gemm(a: torch.Tensor, w: torch.Tensor, scale: torch.Tensor, *, bias: torch.Tensor | None = None,
          residual: torch.Tensor | None = None, residual_scale: float | None = None, act: str = "none",
-         fp16: bool | None = None, out: tuple[str, float] | None = None, config: tuple[int, ...] | None = None) -> Any:
+         fp16: bool | None = None, out: tuple[str, float] | None = None, config: tuple[int, ...] | None = None,
+         compiled: bool = False) -> Any:
     """epilogue(a (M, K) @ w (N, K)ᵀ): 8-bit codes in; FP16 and/or the next layer's codes out (see the module doc).
 
     `scale` (N,) float32 is s_a * s_w[n]; `bias` (N,) float32; `residual` (M, N) FP16, or 8-bit codes read as
     codes * `residual_scale`; `out` = (format, scale) of the codes to write; `fp16` (default: when no codes are
-    asked for) writes the FP16 result too.
+    asked for) writes the FP16 result too. `compiled`: return the Triton kernel it launched instead (on a GPU; its
+    PTX in ``.asm['ptx']``, read by ``helpers.deploy.engine8.ptx``).
     """
     check_codes(a, w, "gemm")
     if a.dim() != 2 or w.dim() != 2 or a.shape[1] != w.shape[1]:
@@ -348,6 +350,9 @@ def gemm(a: torch.Tensor, w: torch.Tensor, scale: torch.Tensor, *, bias: torch.T
     res_codes, res_mul = residual_spec(residual, residual_scale)
     (bm, bn, bk, gm, warps, stages), loads = config_tuple(config, tma=True)
     if not triton_ready(a):
+        if compiled:
+            raise InputError("gemm(compiled=True) returns the Triton kernel a GPU runs; this tensor runs the PyTorch "
+                             "reference (no CUDA GPU or no Triton). Move the operands to the GPU first.")
         y, q = epilogue_reference(exact_products(a, w), scale, bias, residual, act, fp16, out, residual_scale)
         return result(y, q)
     if loads and not tma_ready(a):
@@ -364,13 +369,13 @@ def gemm(a: torch.Tensor, w: torch.Tensor, scale: torch.Tensor, *, bias: torch.T
     tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn)
     if loads:
         progs = min(tiles, _sms(a.device)) if loads == "tma persistent" else tiles
-        launch(_gemm_tma_kernel, (progs,), TensorDescriptor.from_tensor(a, [bm, bk]),
-               TensorDescriptor.from_tensor(w, [bn, bk]), *pointer_args(scale, bias, residual, y, q), m, n, k, mul,
-               res_mul, progs, PERSISTENT=loads == "tma persistent", **flags)
+        kernel = launch(_gemm_tma_kernel, (progs,), TensorDescriptor.from_tensor(a, [bm, bk]),
+                        TensorDescriptor.from_tensor(w, [bn, bk]), *pointer_args(scale, bias, residual, y, q), m, n,
+                        k, mul, res_mul, progs, PERSISTENT=loads == "tma persistent", **flags)
     else:
-        launch(_gemm_kernel, (tiles,), a, w, *pointer_args(scale, bias, residual, y, q), m, n, k, mul, res_mul,
-               EVEN_K=k % bk == 0, **flags)
-    return result(y, q)
+        kernel = launch(_gemm_kernel, (tiles,), a, w, *pointer_args(scale, bias, residual, y, q), m, n, k, mul,
+                        res_mul, EVEN_K=k % bk == 0, **flags)
+    return kernel if compiled else result(y, q)
 
 
 def gemm_flops(m: int, n: int, k: int) -> float:
