@@ -289,9 +289,10 @@ def derive(rows: Rows) -> dict[str, Any]:
     b16, b8 = best_row(bert, "sequences/s", ("fp16",)), best_row(bert, "sequences/s", ("fp8", "int8"))
     pairs = {"bert_base.best8_over_fp16": (b8, b16),
              "bert_base.int8_over_fp16": (best_row(bert, "sequences/s", ("int8",)), b16),
-             "bert_base.int8_over_fp32_eager": (best_row(bert, "sequences/s", ("int8",)), best_row(bert, "sequences/s",
-                                                                                            ("fp32",))),
-             "resnet50.best8_over_fp16": (best_row(rn, "images/s", ("fp8", "int8")), best_row(rn, "images/s", ("fp16",)))}
+             "bert_base.int8_over_fp32_eager": (best_row(bert, "sequences/s", ("int8",)),
+                                                best_row(bert, "sequences/s", ("fp32",))),
+             "resnet50.best8_over_fp16": (best_row(rn, "images/s", ("fp8", "int8")),
+                                          best_row(rn, "images/s", ("fp16",)))}
     tao = rows.get("torchao", [])
     pairs["bert_base.engine_over_torchao"] = (best_row(tao, "sequences/s", ("fp8 engine", "int8 engine")),
                                               best_row(tao, "sequences/s", ("torchao",)))

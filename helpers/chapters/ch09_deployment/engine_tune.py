@@ -1,5 +1,6 @@
 """Chapter 9's tuner: every candidate tile configuration of the engine's GEMMs (at BERT-base's shapes) and
-convolutions (ResNet-50's), timed with the epilogue it will run with, in interleaved rounds; the fastest per shape, or
+convolutions (ResNet-50's), each GEMM configuration with its tiles loaded by the threads and, on Hopper, by the TMA
+unit (``with_tma``), timed with the epilogue it will run with, in interleaved rounds; the fastest per shape, or
 cuBLASLt's FP8 GEMM where that was measured faster (``dispatch``). The candidates are compiled side by side first
 (``compile_ahead``), so the tuning costs its timing, not one compile after another.
 
@@ -79,8 +80,8 @@ def tune(fmt: str, shapes: tuple[tuple[int, int, int], ...] = BERT_SHAPES, candi
                                                                       list[dict]]:
     """Time every candidate configuration (default: ``with_tma(CANDIDATES)``) of the fused GEMM at each shape, with
     that shape's epilogue (default BERT_EPILOGUES; with `skip8`, as the engine runs by default, residuals are 8-bit
-    codes); the fastest per shape, and all rows (with, for FP8 GEMMs that feed a LayerNorm or fuse nothing but their bias, the timings against
-    cuBLASLt that ``dispatch`` reads)."""
+    codes); the fastest per shape, and all rows (with, for FP8 GEMMs that feed a LayerNorm or fuse nothing but their
+    bias, the timings against cuBLASLt that ``dispatch`` reads)."""
     from helpers.deploy.engine8 import kernels
 
     best, rows, operands = {}, [], {}

@@ -26,7 +26,8 @@ if triton is not None:
     @triton.jit
     def _conv_kernel(x_ptr, w_ptr, y_ptr, q_ptr, scale_ptr, bias_ptr, res_ptr, NB, H, W, C, HO, WO, COUT, out_mul,
                      res_mul,
-                     R: tl.constexpr, S: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr, PH: tl.constexpr, PW: tl.constexpr,
+                     R: tl.constexpr, S: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr, PH: tl.constexpr,
+                     PW: tl.constexpr,
                      HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr, RES_CODES: tl.constexpr, ACT: tl.constexpr,
                      WRITE_Y: tl.constexpr, OUT_KIND: tl.constexpr, INT_ACC: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
@@ -53,7 +54,7 @@ if triton is not None:
                         mask=(c < C)[:, None] & (rn < COUT)[None, :], other=0.0)
             acc = K.mma(a, b, acc, INT_ACC)
         K.finish(acc, rm, rn, M, COUT, scale_ptr, bias_ptr, res_ptr, y_ptr, q_ptr, out_mul, res_mul,
-                HAS_BIAS, HAS_RES, RES_CODES, ACT, WRITE_Y, OUT_KIND)
+                 HAS_BIAS, HAS_RES, RES_CODES, ACT, WRITE_Y, OUT_KIND)
 
 
 def conv(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor, *, stride: int | tuple[int, int] = 1,

@@ -122,8 +122,8 @@ if triton is not None:
 
     @triton.jit
     def finish(acc, rm, rn, M, N, scale_ptr, bias_ptr, res_ptr, y_ptr, q_ptr, out_mul, res_mul,
-                HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr, RES_CODES: tl.constexpr, ACT: tl.constexpr,
-                WRITE_Y: tl.constexpr, OUT_KIND: tl.constexpr):
+               HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr, RES_CODES: tl.constexpr, ACT: tl.constexpr,
+               WRITE_Y: tl.constexpr, OUT_KIND: tl.constexpr):
         """The fused epilogue on one (BLOCK_M, BLOCK_N) tile: scale, bias, residual (FP16, or 8-bit codes times
         res_mul), activation, FP16 and/or codes."""
         nmask = rn < N
@@ -204,11 +204,11 @@ if triton is not None:
             else:
                 left = K - k * BLOCK_K
                 acc = mma(tl.load(a, mask=rk[None, :] < left, other=0.0),
-                           tl.load(b, mask=rk[:, None] < left, other=0.0), acc, INT_ACC)
+                          tl.load(b, mask=rk[:, None] < left, other=0.0), acc, INT_ACC)
             a += BLOCK_K
             b += BLOCK_K
         finish(acc, rm, rn, M, N, scale_ptr, bias_ptr, res_ptr, y_ptr, q_ptr, out_mul, res_mul,
-                HAS_BIAS, HAS_RES, RES_CODES, ACT, WRITE_Y, OUT_KIND)
+               HAS_BIAS, HAS_RES, RES_CODES, ACT, WRITE_Y, OUT_KIND)
 
     @triton.jit
     def _tma_tile(t, a_desc, w_desc, y_ptr, q_ptr, scale_ptr, bias_ptr, res_ptr, M, N, K, out_mul, res_mul,
