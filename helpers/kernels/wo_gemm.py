@@ -389,6 +389,7 @@ def dense(p: GemmWeight) -> torch.Tensor:
         .to(p.data.device)
 
 
-def reference(x: torch.Tensor, p: GemmWeight) -> torch.Tensor:
-    """What the kernel computes, in float32 PyTorch on x's device, rounded to FP16 at the end."""
-    return (x.float() @ dense(p).T).to(torch.float16)
+def reference(x: torch.Tensor, p: GemmWeight, weight: torch.Tensor | None = None) -> torch.Tensor:
+    """What the kernel computes, in float32 PyTorch on x's device, rounded to FP16 at the end; `weight` is
+    ``dense(p)`` where the caller already has it (it is made on the CPU, about a second a LLaMA-7B matrix)."""
+    return (x.float() @ (dense(p) if weight is None else weight).T).to(torch.float16)

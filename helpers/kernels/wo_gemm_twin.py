@@ -85,21 +85,21 @@ def np_b_fragments(bits: int, data: np.ndarray, scale: np.ndarray, n_pad: int, k
 
 
 def np_dense(bits: int, data: np.ndarray, scale: np.ndarray, n: int, k: int, group: int = 0) -> np.ndarray:
-    """The float32 weight (N, K) the kernel multiplies by, placed from its B registers with the PTX ownership."""
+    """The float32 weight (N, K) the kernel multiplies by, placed from its B registers with the PTX ownership.
+
+    ``b_owner`` puts (lane = 4 g + t, register r, half h) at k = 2 t + 8 r + h, n = g of a 16 x 8 block; a lane's
+    word j holds the block at output row 8 j of its 32-row tile nt, k-step ks the block at input column 16 ks of its
+    32-column chunk c. So the weight is the fragments with their axes reordered: row 32 nt + 8 j + g, column
+    32 c + 16 ks + 8 r + 2 t + h: one transpose (the CPU tests check the result against the quantized weight bit for
+    bit, and ``np_gemm``, which places the fragments with ``b_owner``, against the reference)."""
     n_pad = wo_layout.padded(n)
-    frag = np_b_fragments(bits, data, scale, n_pad, k, group).astype(np.float32)
-    kk, nn = b_owner()  # (lane, register, half) -> (k, n) inside one 16 x 8 block
-    w = np.zeros((n_pad, k), np.float32)
-    nt, c, j, ks = np.ix_(*(np.arange(v) for v in (n_pad // 32, k // 32, 4, 2)))
-    for lane in range(32):
-        for r in range(2):
-            for h in range(2):
-                rows = 32 * nt + 8 * j + nn[lane, r, h] + 0 * (c + ks)
-                cols = 32 * c + 16 * ks + kk[lane, r, h] + 0 * (nt + j)
-                w[rows, cols] = frag[:, :, lane, :, :, r, h]
+    frag = np_b_fragments(bits, data, scale, n_pad, k, group)  # (nt, c, lane, j, ks, r, h)
+    nt, nch = n_pad // wo_layout.TILE, k // wo_layout.TILE
+    w = frag.reshape(nt, nch, 8, 4, 4, 2, 2, 2)  # lane -> (g, t)
+    w = w.transpose(0, 4, 2, 1, 5, 6, 3, 7).reshape(n_pad, k)[:n].astype(np.float32)  # (nt, j, g), (c, ks, r, t, h)
     if bits == 8:
-        w = w * np.asarray(scale, np.float32)[:, None]
-    return w[:n]
+        w *= np.asarray(scale, np.float32)[:n, None]
+    return w
 
 
 def np_gemm(x: np.ndarray, bits: int, data: np.ndarray, scale: np.ndarray, n: int, k: int, group: int = 0) -> np.ndarray:

@@ -28,6 +28,7 @@ from helpers.data import Dataset
 from helpers.errors import InputError
 from helpers.models.train import evaluate, fit, model_device
 from helpers.model_quant.ptq import quant_layers
+from helpers.threads import torch_threads
 from helpers.validation import require_int_range
 
 
@@ -42,16 +43,11 @@ def qat(qmodel: nn.Module, data: Dataset, *, epochs: int = 6, lr: float = 5e-4, 
     if not lr > 0:
         raise InputError(f"lr must be positive, got {lr}.")
     start = {"epoch": 0, "loss": float("nan"), "lr": lr, "val_acc": evaluate(qmodel, data, "val")}
-    threads = torch.get_num_threads()
-    if model_device(qmodel).type == "cpu":
-        torch.set_num_threads(1)  # tiny layers: threads gain little on the CPU, and spinning ones hurt on busy machines
-    try:
-        with exact_fp32():
-            history = fit(qmodel, data.train, epochs=epochs, lr=lr, weight_decay=weight_decay,
-                          batch_size=batch_size, seed=seed, progress=progress, desc="QAT fine-tuning",
-                          val=data.val, schedule="cosine")
-    finally:
-        torch.set_num_threads(threads)
+    on_cpu = model_device(qmodel).type == "cpu"  # tiny layers: one thread (helpers.threads); a GPU run keeps its count
+    with torch_threads(1 if on_cpu else None), exact_fp32():
+        history = fit(qmodel, data.train, epochs=epochs, lr=lr, weight_decay=weight_decay,
+                      batch_size=batch_size, seed=seed, progress=progress, desc="QAT fine-tuning",
+                      val=data.val, schedule="cosine")
     return [start, *history]
 
 

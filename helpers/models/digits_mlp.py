@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from helpers.threads import torch_threads
 from helpers.validation import require_int_range
 
 
@@ -65,16 +66,12 @@ def train_tiny_mlp(data: DigitsSplit | None = None, steps: int = 300, seed: int 
     data = data or digits_split(seed=seed)
     model = tiny_mlp(seed=seed)
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny matrices: extra threads only spin, and on a busy machine they cost 10x
-    try:
+    with torch_threads(1):  # tiny matrices: extra threads only spin, and on a busy machine they cost 10x
         for _ in tqdm(range(steps), desc="training the digits MLP", leave=False, mininterval=0.5):
             opt.zero_grad()
             loss = torch.nn.functional.cross_entropy(model(data.x_train), data.y_train)
             loss.backward()
             opt.step()
-    finally:
-        torch.set_num_threads(threads)
     return model.eval(), data
 
 

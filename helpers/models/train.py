@@ -30,6 +30,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from helpers.errors import InputError
 from helpers.session import CACHE_VAR, DEFAULT_CACHE, cache_dir  # noqa: F401  (re-exported)
+from helpers.threads import torch_threads
 from helpers.validation import require_choice
 
 CODE_VERSION = 1  # bump to retrain every cached model
@@ -274,12 +275,10 @@ def training_lock(path: Path) -> Iterator[None]:
 def _train_and_store(model: nn.Module, data: Any, cfg: Any, path: Path | None, name: str, progress: bool) -> nn.Module:
     """Train `model` with its config, store the checkpoint atomically (hash-checked on load; not when `path` is None),
     return it in eval mode."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny layers gain little from threads, and spinning threads hurt on busy machines
-    fit(model, data.train, epochs=cfg.epochs, lr=cfg.lr, weight_decay=cfg.weight_decay,
-        batch_size=cfg.batch_size, seed=cfg.seed, label_smoothing=cfg.label_smoothing,
-        progress=progress, desc=f"training {name} on {cfg.dataset}")
-    torch.set_num_threads(threads)
+    with torch_threads(1):  # tiny layers gain little from threads, and spinning threads hurt on busy machines
+        fit(model, data.train, epochs=cfg.epochs, lr=cfg.lr, weight_decay=cfg.weight_decay,
+            batch_size=cfg.batch_size, seed=cfg.seed, label_smoothing=cfg.label_smoothing,
+            progress=progress, desc=f"training {name} on {cfg.dataset}")
     if path is None:
         return model.eval()
     state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}

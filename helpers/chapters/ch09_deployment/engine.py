@@ -160,12 +160,11 @@ STAGES = ("bert", "resnet", "accuracy")
 
 def measure(batch: int = 32, seq: int = 128, images: int = 256, torchao: bool = True,
             stages: tuple[str, ...] = STAGES) -> Rows:
-    """Everything chapter 9 times on a GPU (all three stages together took 168 s inside notebook 09 on an H100 with
-    empty Triton and inductor caches in the last stored run of 2026-12-07, every GEMM tuned with pointer and TMA loads,
-    of which 20 s tuning the GEMMs and 23 s building BERT-base's paths; 190 s and 140 s in the two stored runs before
-    it that day; in a probe on an H100 on 2026-12-06, with empty caches, the largest parts were ResNet-50's builds and
-    tuning, 62 s, and torchao's compiled FP8 BERT, 39 s; on an H100 on 2026-12-07 with the compile caches already
-    filled, 72 s);
+    """Everything chapter 9 times on a GPU (all three stages together took 151 s inside notebook 09 on an H100 with
+    empty Triton and inductor caches in the last stored run of 2026-12-07, every GEMM tuned with pointer and TMA loads:
+    ResNet-50's builds and tuning 73 s, torchao's FP8 path 26 s, building BERT-base's paths 18 s, tuning the GEMMs
+    16 s, accuracy 12 s; 168, 190 and 140 s in the three stored runs before it that day; on an H100 on 2026-12-07 with
+    the compile caches already filled, 72 s);
     `stages` picks a part ('bert': the GEMMs, BERT-base and torchao; 'resnet'; 'accuracy')."""
     out: Rows = {}
     clock = StageClock()

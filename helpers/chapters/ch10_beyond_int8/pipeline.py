@@ -25,6 +25,7 @@ from typing import Any
 
 from helpers import figure_check, findings
 from helpers.bench import interleaved, round_robin, timeit
+from helpers.threads import torch_threads
 from helpers.chapters.ch10_beyond_int8 import PER_ROUND, ROUNDS
 from helpers.chapters.ch10_beyond_int8.video_stages import pcie_bytes_per_frame, split_stages, video_stages
 from helpers.device import require_gpu
@@ -232,17 +233,11 @@ def split_pipeline_gain(device: str, *, repeats: int = 5, **kwargs: Any) -> dict
     rounds, 'gain spread' their spread (p10..p90, min..max under 5 rounds; none for one round),
     and 'CPU stage slowdown' the CPU stage's time per batch inside the pipeline over its time alone.
 
-    On the CPU each stage gets one thread (torch.set_num_threads(1)), so that the pipelined run puts
+    On the CPU each stage gets one thread (helpers.threads.torch_threads(1)), so that the pipelined run puts
     one stage on each of two cores instead of two thread pools fighting over them.
     """
-    torch = _torch()
-    threads = torch.get_num_threads()
-    if device == "cpu":
-        torch.set_num_threads(1)
-    try:
+    with torch_threads(1 if device == "cpu" else None):
         return _split_pipeline_gain(device, repeats, **kwargs)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _pipelined(pre: Callable, post: Callable, frames: Sequence[Any], device: str) -> tuple[float, float]:
@@ -257,12 +252,9 @@ def _pipelined(pre: Callable, post: Callable, frames: Sequence[Any], device: str
         busy[0] += time.perf_counter() - t0
         return y
 
-    if device == "cuda" and threads > 1:
-        torch.set_num_threads(threads - 1)  # one core stays with the thread that drives the GPU
-    try:
+    # on a GPU one core stays with the thread that drives it
+    with torch_threads(threads - 1 if device == "cuda" and threads > 1 else None):
         secs = run_two_stage(timed, post, frames, pipelined=True)[1]
-    finally:
-        torch.set_num_threads(threads)
     return secs, busy[0]
 
 

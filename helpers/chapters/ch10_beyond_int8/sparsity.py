@@ -19,6 +19,7 @@ from typing import Any
 from helpers.bench import interleaved
 from helpers.chapters.ch10_beyond_int8 import ROUNDS
 from helpers.errors import InputError
+from helpers.threads import torch_threads
 from helpers.validation import require_choice, require_float, require_int_range
 
 PATTERNS = ("2:4", "unstructured")
@@ -203,7 +204,14 @@ def semi_structured_speed(m: int = 8192, n: int = 8192, k: int = 8192, dtype: st
 
 def accuracy_study(model: Any, data: Any, *, steps: int = 60, batch_size: int = 128) -> list[dict]:
     """Test accuracy of: dense, 2:4 pruned, 2:4 + masked fine-tune, that + dynamic INT8, and the seed's
-    unstructured 50% + fine-tune + INT8 (same accuracy story, but no hardware skips its zeros)."""
+    unstructured 50% + fine-tune + INT8 (same accuracy story, but no hardware skips its zeros). On one CPU thread
+    (``helpers.threads``): the encoder is tiny, and beside other work more threads only spin."""
+    with torch_threads(1):
+        return _accuracy_rows(model, data, steps, batch_size)
+
+
+def _accuracy_rows(model: Any, data: Any, steps: int, batch_size: int) -> list[dict]:
+    """accuracy_study without the thread setting."""
     import copy
 
     from helpers.data import loaders

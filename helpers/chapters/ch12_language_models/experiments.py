@@ -8,6 +8,7 @@
              read from the same timings, so the two show one timing of each kernel
     DECODE   decode tokens/s of a 7B-shaped stack, and where a step's GPU time goes; the llm.decode.* headlines
     DECODE_BATCH  decode tokens/s of a batch of 1-16 sequences, tensor-core weight-only GEMMs against cuBLAS FP16
+    GEMM_PROFILE  Nsight Compute's counters of the tensor-core GEMM at M = 1-16 beside the GEMV (needs ncu)
 
 A notebook cell is ``result = experiments.GEMV.run(); result.show("gemv", ...)``.
 
@@ -18,8 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from helpers.chapters.ch12_language_models import (batch_sweep, decode_bench, decode_timeline, gemv_bench, path_bench,
-                                                   quality, tables, timing)
+from helpers.chapters.ch12_language_models import (batch_sweep, decode_bench, decode_timeline, gemm_ncu, gemv_bench,
+                                                   path_bench, quality, tables, timing)
 from helpers.experiment import Experiment, Result
 from helpers.spread import Spread
 
@@ -146,6 +147,10 @@ def _decode_batch_derive(rows: dict[str, list[dict]]) -> dict[str, Any]:
 DECODE_BATCH = Experiment("ch12.decode_batch", _decode_batch, {"batch": tables.DECODE_BATCH,
                                                                 "launch": tables.GEMM_LAUNCH},
                           headlines=("llm.decode.w4a16_over_fp16.b8",), derive=_decode_batch_derive)
+
+
+GEMM_PROFILE = Experiment("ch12.gemm_ncu", lambda: {"profile": gemm_ncu.profile()}, {"profile": tables.GEMM_NCU},
+                          needs="ncu")
 
 
 def split_of(result: Result, kind: str) -> dict[str, Any] | None:

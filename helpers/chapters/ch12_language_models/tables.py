@@ -94,6 +94,15 @@ GEMM_LAUNCH = Table("ch12.decode.gemm_launch", keys=("scheme", "shape", "M"), va
                     fields=("config", "split"), name="{scheme}.{shape}.m{M}",
                     example={"scheme": "w4a16", "shape": "12288x4096", "M": 8, "µs": 20.0, "config": "c", "split": 4})
 
+GEMM_NCU = Table("ch12.gemm_ncu", keys=("kernel", "M"), value="DRAM % of peak", unit="%",
+                 fields={"launch": "launch", "registers": "registers", "theoretical occupancy %": "theoretical_occupancy",
+                         "achieved occupancy %": "achieved_occupancy", "SM % of peak": "sm_pct",
+                         "tensor pipe % active": "tensor_pct", "ncu µs": "ncu_us"},
+                 name="{kernel}.m{M}",
+                 example={"kernel": "W4A16 GEMM", "M": 4, "launch": "config c, split 3", "registers": 156.0,
+                          "theoretical occupancy %": 18.75, "achieved occupancy %": 11.7, "DRAM % of peak": 33.2,
+                          "SM % of peak": 34.8, "tensor pipe % active": 16.2, "ncu µs": 21.2})
+
 DECODE_BATCH = Table("ch12.decode.batch", keys=("batch", "path"), value="tokens/s", unit="tokens/s",
                      fields={"ms/step": "ms_per_step", "× FP16": "over_fp16", "layers": "layers", "context": "context"},
                      spread="spread", spread_fields=SPREAD, name="b{batch}.{path}",

@@ -1,0 +1,149 @@
+"""Nsight Compute's view of the tensor-core weight-only GEMM at small batches: what holds it below the copy rate.
+
+At 11008×4096 (LLaMA-7B's gate projection) and M = 1, 4, 8 and 16, each scheme's GEMM runs the launch this GPU's
+measured table picks (``wo_gemm_check.measure_table``, timed first, outside the profiler), and the W4A16 GEMV at
+M = 1 runs beside them as the kernel that does stream at the copy rate. Per kernel: registers a thread, the
+share of an SM's warp slots it can hold (theoretical occupancy) and holds (achieved), DRAM throughput and
+tensor-pipe activity and SM throughput as % of peak, and the duration. ncu runs every kernel at its own locked clocks, so its
+durations are longer than the chapter's timings: compare its percentages, not its times.
+
+    python -m helpers.chapters.ch12_language_models.gemm_ncu --ncu-child TABLE.json   (what ncu launches)
+
+Serves: chapter 12.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+SHAPE = (11008, 4096)
+BATCHES = (1, 4, 8, 16)
+SCHEMES = ("w4a16", "w8a16")
+GEMV = "W4A16 GEMV"
+# column: the ncu metric (raw names) or the section's display name (SpeedOfLight, Occupancy)
+COLUMNS = {"registers": "launch__registers_per_thread", "theoretical occupancy %": "Theoretical Occupancy",
+           "achieved occupancy %": "Achieved Occupancy", "DRAM % of peak": "DRAM Throughput",
+           "SM % of peak": "Compute (SM) Throughput",
+           "tensor pipe % active": "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
+           "ncu µs": "Duration"}
+METRICS = ("launch__registers_per_thread", "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active")
+TO_US = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}  # ncu's duration units
+
+
+def ranges() -> list[tuple[str, str, int]]:
+    """(NVTX range, kernel, M) of every profiled launch, in launch order: each scheme's GEMM at each M, then the GEMV."""
+    out = [(f"gemm_{s}_m{m}", f"{s.upper()} GEMM", m) for m in BATCHES for s in SCHEMES]
+    return out + [("gemv_w4a16_m1", GEMV, 1)]
+
+
+def parse(text: str, launches: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """Rows from ncu's --csv output: one per profiled kernel, in launch order (a split-K GEMM's separate finishing
+    pass is left out); `launches` names each GEMM's (config, split) by its NVTX range."""
+    text = text[text.find('"ID"'):] if '"ID"' in text else ""
+    by: dict[int, dict[str, Any]] = {}
+    for r in csv.DictReader(io.StringIO(text)):
+        row = by.setdefault(int(r["ID"]), {"name": r["Kernel Name"]})
+        try:
+            value = float(r["Metric Value"].replace(",", ""))
+        except ValueError:  # a section's blank separator row
+            continue
+        row[r["Metric Name"]] = value * TO_US.get(r["Metric Unit"], 1.0) if r["Metric Name"] == "Duration" else value
+    kernels = [by[i] for i in sorted(by) if "finish" not in by[i]["name"]]
+    rows = []
+    for (rng, kernel, m), got in zip(ranges(), kernels):
+        row = {"kernel": kernel, "M": m, "launch": (launches or {}).get(rng, "")}
+        row.update({col: got.get(metric) for col, metric in COLUMNS.items()})
+        rows.append(row)
+    return rows
+
+
+def ncu_child(table_path: str) -> None:
+    """Launch every profiled kernel: a warm-up outside the NVTX ranges, then once inside its range."""
+    import torch
+
+    from helpers.kernels import wo_gemm as wm
+    from helpers.kernels import wo_gemm_check as wc
+    from helpers.kernels import wo_gemv as wg
+    from helpers.quant import weight_only as wo
+
+    wm.set_table(json.loads(Path(table_path).read_text(encoding="utf-8")))
+    n, k = SHAPE
+    w = wc.layer(n, k)
+    gemm = {"w4a16": wm.prepare(wo.quantize_w4(w, 128)), "w8a16": wm.prepare(wo.quantize_w8(w))}
+    gemv = wg.prepare(wo.quantize_w4(w, 128))
+    xs = {m: torch.randn(m, k, device="cuda").half() for m in BATCHES}
+    calls = {rng: (lambda x=xs[m], p=gemm.get(kernel.split()[0].lower()):
+                   wm.gemm(x, p) if p is not None else wg.gemv(x, gemv)) for rng, kernel, m in ranges()}
+    for call in calls.values():
+        call()
+    torch.cuda.synchronize()
+    for rng, call in calls.items():
+        with torch.cuda.nvtx.range(rng):
+            call()
+        torch.cuda.synchronize()
+
+
+def profile(timeout: int = 240) -> list[dict[str, Any]]:
+    """Measure the dispatch table here, then run ``ncu_child`` under Nsight Compute; the rows of ``parse``."""
+    from helpers.errors import InputError
+    from helpers.kernels import wo_gemm as wm
+    from helpers.kernels import wo_gemm_check as wc
+
+    ncu = shutil.which("ncu")
+    if ncu is None:
+        raise InputError("ncu (Nsight Compute) is not on PATH; install the CUDA toolkit's nsight-compute.")
+    n, k = SHAPE
+    table = wc.measure_table((SHAPE,), BATCHES)
+    launches = {}
+    for rng, kernel, m in ranges():
+        if "GEMM" in kernel:
+            row = table.get(wm.table_key(kernel.split()[0].lower(), n, k, m), {})
+            launches[rng] = f"config {row.get('config', '?')}, split {row.get('split', '?')}"
+    with tempfile.TemporaryDirectory(prefix="course-gemm-ncu-") as tmp:
+        path = Path(tmp) / "table.json"
+        path.write_text(json.dumps(table), encoding="utf-8")
+        cmd = [ncu, "--csv", "--nvtx", *[a for rng, _, _ in ranges() for a in ("--nvtx-include", f"{rng}/")],
+               "--section", "SpeedOfLight", "--section", "Occupancy", "--metrics", ",".join(METRICS),
+               sys.executable, "-m", __name__, "--ncu-child", str(path)]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    rows = parse(done.stdout, launches)
+    if len(rows) < len(ranges()):
+        raise InputError(f"ncu gave counts for {len(rows)} of {len(ranges())} kernels (exit {done.returncode}): "
+                         f"{done.stderr[-300:]}")
+    return rows
+
+
+def sentence(rows: list[dict[str, Any]], m: int = 4, scheme: str = "W4A16 GEMM") -> str:
+    """What the counters say about `scheme` at batch `m` beside the GEMV at M = 1: which of bytes, tensor cores or
+    warps in flight sets its time (from these rows only)."""
+    by = {(r["kernel"], r["M"]): r for r in rows}
+    g, v = by.get((scheme, m)), by.get((GEMV, 1))
+    if not g or not v or any(g.get(c) is None for c in COLUMNS) or v.get("DRAM % of peak") is None:
+        return f"Nsight Compute: no counts of the {scheme} at M = {m} and the GEMV at M = 1 to compare."
+    text = (f"Nsight Compute (at its own clocks): at M = {m} the {scheme} keeps DRAM {g['DRAM % of peak']:.0f} % "
+            f"busy, against {v['DRAM % of peak']:.0f} % for the {GEMV} at M = 1, and its tensor pipe "
+            f"{g['tensor pipe % active']:.0f} % active. With {g['registers']:.0f} registers a thread an SM can hold "
+            f"{g['theoretical occupancy %']:.0f} % of its warp slots ({g['achieved occupancy %']:.0f} % held; the "
+            f"GEMV {v['achieved occupancy %']:.0f} %)")
+    starved = (g["DRAM % of peak"] < 0.8 * v["DRAM % of peak"] and g["tensor pipe % active"] < 50
+               and g["SM % of peak"] < 60 and g["achieved occupancy %"] < 0.5 * v["achieved occupancy %"])
+    if starved:
+        return text + (f", and its SM throughput is {g['SM % of peak']:.0f} % of peak: neither its bytes, nor its "
+                       "tensor cores, nor its instructions set its time; too few warps are in flight to keep enough "
+                       "loads outstanding to cover the memory's latency.")
+    return text + "; these counts do not single out one limit."
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--ncu-child":
+        ncu_child(sys.argv[2])
+    else:
+        print(__doc__)

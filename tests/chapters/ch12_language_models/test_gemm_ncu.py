@@ -1,0 +1,48 @@
+"""Chapter 12's Nsight Compute view of the tensor-core GEMM: ncu's CSV read into rows, and the verdict it supports.
+
+The fixture is real ncu output (an H100, 2026-12-07, the probe that this module grew from), trimmed to the counters
+the module reads."""
+
+from pathlib import Path
+
+import pytest
+
+from helpers.chapters.ch12_language_models import gemm_ncu
+from helpers.errors import InputError
+
+CSV = (Path(__file__).parent / "data" / "ncu_gemm_h100.csv").read_text(encoding="utf-8")
+
+
+def test_the_csv_becomes_one_row_per_profiled_kernel_in_launch_order():
+    rows = gemm_ncu.parse(CSV, {"gemm_w4a16_m4": "config c, split 3"})
+    assert [(r["kernel"], r["M"]) for r in rows] == [(k, m) for _, k, m in gemm_ncu.ranges()]
+    w4 = rows[2]
+    assert (w4["kernel"], w4["M"], w4["launch"]) == ("W4A16 GEMM", 4, "config c, split 3")
+    assert w4["registers"] == 156 and w4["DRAM % of peak"] == pytest.approx(33.23)
+    assert w4["ncu µs"] == pytest.approx(21.248)  # ncu reports ns
+    assert rows[-1]["kernel"] == gemm_ncu.GEMV and rows[-1]["achieved occupancy %"] == pytest.approx(41.61)
+
+
+def test_a_split_k_finishing_pass_is_not_taken_for_the_next_kernel():
+    header, *lines = CSV.splitlines()[1:]
+    # every kernel's ID doubled, and after each a separate finishing pass (what a split-K launch without the fused
+    # finish adds) with an odd ID
+    moved = [f'"{2 * int(line.split(",")[0].strip(chr(34)))}",' + line.split(",", 1)[1] for line in lines]
+    finishes = [f'"{2 * i + 1}","wo_gemm_finish","x","Duration","ns","1,000"' for i in range(9)]
+    rows = gemm_ncu.parse("\n".join([header, *moved, *finishes]))
+    assert [r["registers"] for r in rows] == [r["registers"] for r in gemm_ncu.parse(CSV)]
+
+
+def test_the_verdict_names_latency_only_when_the_counters_show_it():
+    rows = gemm_ncu.parse(CSV)
+    text = gemm_ncu.sentence(rows)
+    assert "M = 4" in text and "33 %" in text and "50 %" in text and "too few warps" in text
+    busy = [dict(r, **{"DRAM % of peak": 48.0}) if r["kernel"] == "W4A16 GEMM" else r for r in rows]
+    assert "do not single out one limit" in gemm_ncu.sentence(busy)
+    assert "no counts" in gemm_ncu.sentence(rows[:2])
+
+
+def test_profiling_without_ncu_says_what_to_install(monkeypatch):
+    monkeypatch.setattr(gemm_ncu.shutil, "which", lambda name: None)
+    with pytest.raises(InputError, match="ncu"):
+        gemm_ncu.profile()
