@@ -44,6 +44,11 @@ def ranges() -> list[tuple[str, str, int]]:
     return out + [("gemv_w4a16_m1", GEMV, 1)]
 
 
+def runs(kernel: str) -> tuple[str, str]:
+    """What one profiled row launches: ('gemv', 'w4a16') for the GEMV, else ('gemm', its scheme)."""
+    return ("gemv", "w4a16") if kernel == GEMV else ("gemm", kernel.split()[0].lower())
+
+
 def parse(text: str, launches: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """Rows from ncu's --csv output: one per profiled kernel, in launch order (a split-K GEMM's separate finishing
     pass is left out); `launches` names each GEMM's (config, split) by its NVTX range."""
@@ -80,8 +85,8 @@ def ncu_child(table_path: str) -> None:
     gemm = {"w4a16": wm.prepare(wo.quantize_w4(w, 128)), "w8a16": wm.prepare(wo.quantize_w8(w))}
     gemv = wg.prepare(wo.quantize_w4(w, 128))
     xs = {m: torch.randn(m, k, device="cuda").half() for m in BATCHES}
-    calls = {rng: (lambda x=xs[m]: wg.gemv(x, gemv)) if kernel == GEMV else
-             (lambda x=xs[m], p=gemm[kernel.split()[0].lower()]: wm.gemm(x, p)) for rng, kernel, m in ranges()}
+    calls = {rng: (lambda x=xs[m]: wg.gemv(x, gemv)) if runs(kernel)[0] == "gemv" else
+             (lambda x=xs[m], p=gemm[runs(kernel)[1]]: wm.gemm(x, p)) for rng, kernel, m in ranges()}
     for call in calls.values():
         call()
     torch.cuda.synchronize()

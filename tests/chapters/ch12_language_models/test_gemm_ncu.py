@@ -23,6 +23,11 @@ def test_the_csv_becomes_one_row_per_profiled_kernel_in_launch_order():
     assert rows[-1]["kernel"] == gemm_ncu.GEMV and rows[-1]["achieved occupancy %"] == pytest.approx(41.61)
 
 
+def test_each_range_launches_the_kernel_its_row_names():
+    assert [gemm_ncu.runs(k) for _, k, _ in gemm_ncu.ranges()] == \
+        [("gemm", s) for _ in gemm_ncu.BATCHES for s in gemm_ncu.SCHEMES] + [("gemv", "w4a16")]
+
+
 def test_a_split_k_finishing_pass_is_not_taken_for_the_next_kernel():
     header, *lines = CSV.splitlines()[1:]
     # every kernel's ID doubled, and after each a separate finishing pass (what a split-K launch without the fused
