@@ -36,8 +36,8 @@ def test_the_ptx_says_which_instruction_runs_how_many_groups_stay_in_flight_and_
 
 
 class _Rows:
-    def __init__(self, rows):
-        self.rows = {"instructions": rows}
+    def __init__(self, rows, gemm=()):
+        self.rows = {"instructions": rows, "gemm": list(gemm)}
 
     def __getitem__(self, k):
         return self.rows[k]
@@ -53,9 +53,18 @@ def _row(fmt, text):
 def test_the_sentence_names_the_cost_only_where_int8_waits_and_fp8_does_not(capsys):
     from helpers.chapters.ch09_deployment import engine_view
 
-    text = engine_view.instruction_sentence(_Rows([_row("fp8", ASYNC_FP8), _row("int8", SYNC_INT8)]))
+    rows = [_row("fp8", ASYNC_FP8), _row("int8", SYNC_INT8)]
+    behind = [{"shape": s, "GEMM": g, "× FP16 cuBLAS": x} for s in ("a", "b")
+              for g, x in (("fp8 engine", 1.2), ("int8 engine", 1.1))]
+    text = engine_view.instruction_sentence(_Rows(rows, behind))
     assert "s32.s8.s8, 0 MMA group(s) in flight" in text and "e4m3, 1 MMA group(s) in flight" in text
     assert "accumulator is FP32" in text and "INT32" in capsys.readouterr().out
+    assert "INT8 row behind its FP8 row at all 2 shapes" in text
+    # where the same run's GEMM table does not show INT8 behind at every shape, the sentence does not claim it
+    ahead_once = [dict(r, **{"× FP16 cuBLAS": 1.3}) if (r["shape"], r["GEMM"]) == ("b", "int8 engine") else r
+                  for r in behind]
+    assert "behind" not in engine_view.instruction_sentence(_Rows(rows, ahead_once))
+    assert "behind" not in engine_view.instruction_sentence(_Rows(rows))
     both_async = engine_view.instruction_sentence(_Rows([_row("fp8", ASYNC_FP8), _row("int8", ASYNC_FP8)]))
     assert "accumulator" not in both_async  # no explanation where nothing needs one
     assert "not stored (nowhere)" in engine_view.instruction_sentence(_Rows([]))

@@ -66,13 +66,13 @@ def test_tma_loads_compute_what_pointer_loads_do_on_a_gpu(fmt, loads, shape):
 
 
 @pytest.mark.gpu
-def test_tma_loads_refuse_rows_that_are_not_a_multiple_of_16_bytes_on_a_gpu():
+def test_tma_loads_refuse_a_k_that_is_not_a_multiple_of_16_on_a_gpu():
     if not torch.cuda.is_available() or kernels.triton is None:
         pytest.skip("needs a CUDA GPU and Triton")
     a, w, scale, _, _ = _operands("int8", 64, 64, 40, device="cuda")
     if not kernels.tma_ready(a):
         pytest.skip("TMA loads need a GPU of compute capability 9.0 or later")
-    with pytest.raises(InputError, match="multiple of 16 bytes"):
+    with pytest.raises(InputError, match="K a multiple of 16"):
         kernels.gemm(a, w, scale, config=(64, 64, 32, 8, 4, 3, "tma"))
 
 

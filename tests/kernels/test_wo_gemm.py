@@ -63,6 +63,9 @@ def test_the_kernels_loop_in_numpy_matches_the_reference(w16, m):
         ref = x.float().numpy() @ exact(q).T
         assert y.shape == (m, 40) and np.allclose(y, ref, atol=1e-5, rtol=1e-5)
         assert torch.allclose(G.reference(x, p).float(), torch.from_numpy(ref).half().float(), atol=2e-3, rtol=0)
+        made = G.dense(p)  # a caller's weight, made once, gives the same answer and is the one used
+        assert torch.equal(G.reference(x, p, made), G.reference(x, p))
+        assert not torch.equal(G.reference(x, p, torch.zeros_like(made)), G.reference(x, p))
 
 
 def test_a_wrong_scale_layout_is_caught(w16):

@@ -143,8 +143,9 @@ def instruction_sentence(result: Any) -> str:
     for r in rows:
         by.setdefault(r["format"], []).append(r)
 
-    def joined(rs: list[dict], col: str) -> str:
-        return "/".join(str(v) for v in sorted({r[col] for r in rs}))
+    def joined(rs: list[dict], col: str) -> str:  # stored counts come back as floats: 1.0 reads as 1
+        return "/".join(str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
+                        for v in sorted({r[col] for r in rs}))
     text = "The engine's own GEMMs as compiled on this card, read from their PTX: " + "; ".join(
         f"{fmt} {joined(rs, 'instruction')}, {joined(rs, 'MMA groups in flight')} MMA group(s) in flight, tiles "
         f"by {joined(rs, 'tile loads')}" for fmt, rs in by.items()) + "."
@@ -153,13 +154,26 @@ def instruction_sentence(result: Any) -> str:
     fp8 = min((r["MMA groups in flight"] for r in by.get("fp8", [])), default=None)
     if int8 == 0 and fp8:
         text += (" The INT8 kernels wait for each group of MMAs to finish before issuing the next, while the FP8 ones "
-                 "keep one in flight: Triton's pipeliner makes a Hopper MMA asynchronous only when its accumulator is "
-                 "FP32, and INT8 accumulates in INT32. So the INT8 tensor cores idle while each next group is set up, "
-                 "one measured reason the engine's INT8 row trails its FP8 row in the GEMM table.")
+                 "keep one in flight: Triton's pipeliner (Triton 3.6's source) makes a Hopper MMA asynchronous only "
+                 "when its accumulator is FP32, and INT8 accumulates in INT32. So the INT8 tensor cores idle while "
+                 "each next group is set up")
+        trails = _int8_trails(result["gemm"] or [])
+        text += ("; " + trails if trails else "") + "."
         zh = ("INT8 内核每发出一组 MMA 都要等它完成才发下一组，FP8 内核则保持一组在途：Triton 的流水线只在累加器为 FP32 时"
               "才让 Hopper 的 MMA 异步执行，而 INT8 以 INT32 累加。")
     print(text + ("\n" + zh if zh else ""))
     return text
+
+
+def _int8_trails(gemm: list[dict]) -> str:
+    """Where the same run's GEMM table has the engine's INT8 row slower than its FP8 row at every shape, a clause
+    saying so; else '' (the table does not show INT8 behind, so the wait is not offered as its reason)."""
+    by = {(r["shape"], r["GEMM"]): r["× FP16 cuBLAS"] for r in gemm}
+    shapes = sorted({s for s, g in by if g == "int8 engine" and (s, "fp8 engine") in by})
+    if shapes and all(by[(s, "int8 engine")] < by[(s, "fp8 engine")] for s in shapes):
+        return (f"the same run's GEMM table has the engine's INT8 row behind its FP8 row at all {len(shapes)} shapes, "
+                "which this wait can explain (the PTX shows the wait, not what it costs)")
+    return ""
 
 
 OWN_ROW = "fp8 engine"  # the GEMM table's row of the engine's own FP8 Triton GEMM (engine_bench.gemm_table)

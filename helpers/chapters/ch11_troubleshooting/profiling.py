@@ -136,7 +136,8 @@ def _number(text: str) -> float | None:
 
 
 def parse_ncu_csv(text: str) -> list[dict]:
-    """Rows {kernel, metric, unit, value} from `ncu --csv --metrics ...` output (its log lines skipped)."""
+    """Rows {id, kernel, metric, unit, value} from `ncu --csv --metrics ...` output (its log lines skipped; `id` is
+    the profiled launch's number, in launch order)."""
     if not isinstance(text, str):
         raise InputError(f"parse_ncu_csv needs the CSV text, got {type(text).__name__}.")
     lines = text.splitlines()
@@ -148,13 +149,14 @@ def parse_ncu_csv(text: str) -> list[dict]:
     for r in csv.DictReader(io.StringIO("\n".join(lines[start:]))):
         if not r.get("Metric Name"):
             continue
-        rows.append({"kernel": r.get("Kernel Name", "?"), "metric": r["Metric Name"],
+        rows.append({"id": int(r["ID"]), "kernel": r.get("Kernel Name", "?"), "metric": r["Metric Name"],
                      "unit": r.get("Metric Unit", ""), "value": _number(r.get("Metric Value", ""))})
     return rows
 
 
-_SCALE = {"": 1, "byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "KB": 1e3, "MB": 1e6, "GB": 1e9,
-          "nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1, "ns": 1e-9, "us": 1e-6, "ms": 1e-3}
+# ncu's units in base units (bytes, seconds)
+UNIT_SCALE = {"": 1, "byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "KB": 1e3, "MB": 1e6, "GB": 1e9,
+              "nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1, "ns": 1e-9, "us": 1e-6, "ms": 1e-3}
 
 
 def summarize(rows: Iterable[dict], target: str = "") -> dict:
@@ -165,7 +167,7 @@ def summarize(rows: Iterable[dict], target: str = "") -> dict:
         if r["value"] is None:
             continue
         kernel = kernel or r["kernel"]
-        vals[r["metric"]] = r["value"] * _SCALE.get(r["unit"], 1)
+        vals[r["metric"]] = r["value"] * UNIT_SCALE.get(r["unit"], 1)
     if not vals:
         raise InputError("no numeric ncu metrics to summarise.")
     t = vals.get("gpu__time_duration.sum")

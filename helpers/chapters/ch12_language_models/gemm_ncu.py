@@ -3,9 +3,10 @@
 At 11008×4096 (LLaMA-7B's gate projection) and M = 1, 4, 8 and 16, each scheme's GEMM runs the launch this GPU's
 measured table picks (``wo_gemm_check.measure_table``, timed first, outside the profiler), and the W4A16 GEMV at
 M = 1 runs beside them as the kernel that does stream at the copy rate. Per kernel: registers a thread, the
-share of an SM's warp slots it can hold (theoretical occupancy) and holds (achieved), DRAM throughput and
-tensor-pipe activity and SM throughput as % of peak, and the duration. ncu runs every kernel at its own locked clocks, so its
-durations are longer than the chapter's timings: compare its percentages, not its times.
+share of an SM's warp slots it can hold (theoretical occupancy) and holds (achieved), DRAM throughput,
+tensor-pipe activity and SM throughput as % of peak, and the duration. ncu runs with clock control off, as chapter
+11's profiles do (the GPU keeps its own clocks), and flushes the caches before each kernel it measures: read the
+percentages; the durations are a cold-cache launch's.
 
     python -m helpers.chapters.ch12_language_models.gemm_ncu --ncu-child TABLE.json   (what ncu launches)
 
@@ -14,8 +15,6 @@ Serves: chapter 12.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import shutil
 import subprocess
@@ -35,7 +34,6 @@ COLUMNS = {"registers": "launch__registers_per_thread", "theoretical occupancy %
            "tensor pipe % active": "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
            "ncu µs": "Duration"}
 METRICS = ("launch__registers_per_thread", "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active")
-TO_US = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}  # ncu's duration units
 
 
 def ranges() -> list[tuple[str, str, int]]:
@@ -50,17 +48,17 @@ def runs(kernel: str) -> tuple[str, str]:
 
 
 def parse(text: str, launches: dict[str, str] | None = None) -> list[dict[str, Any]]:
-    """Rows from ncu's --csv output: one per profiled kernel, in launch order (a split-K GEMM's separate finishing
-    pass is left out); `launches` names each GEMM's (config, split) by its NVTX range."""
-    text = text[text.find('"ID"'):] if '"ID"' in text else ""
+    """Rows from ncu's --csv output (read by chapter 11's ``profiling.parse_ncu_csv``): one per profiled kernel, in
+    launch order (a split-K GEMM's separate finishing pass is left out); `launches` names each GEMM's (config,
+    split) by its NVTX range."""
+    from helpers.chapters.ch11_troubleshooting.profiling import UNIT_SCALE, parse_ncu_csv
+
     by: dict[int, dict[str, Any]] = {}
-    for r in csv.DictReader(io.StringIO(text)):
-        row = by.setdefault(int(r["ID"]), {"name": r["Kernel Name"]})
-        try:
-            value = float(r["Metric Value"].replace(",", ""))
-        except ValueError:  # a section's blank separator row
-            continue
-        row[r["Metric Name"]] = value * TO_US.get(r["Metric Unit"], 1.0) if r["Metric Name"] == "Duration" else value
+    for r in parse_ncu_csv(text):
+        if r["value"] is not None:
+            row = by.setdefault(r["id"], {"name": r["kernel"]})
+            row[r["metric"]] = r["value"] * UNIT_SCALE.get(r["unit"], 1) * 1e6 if r["metric"] == "Duration" \
+                else r["value"]
     kernels = [by[i] for i in sorted(by) if "finish" not in by[i]["name"]]
     rows = []
     for (rng, kernel, m), got in zip(ranges(), kernels):
@@ -115,11 +113,14 @@ def profile(timeout: int = 240) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory(prefix="course-gemm-ncu-") as tmp:
         path = Path(tmp) / "table.json"
         path.write_text(json.dumps(table), encoding="utf-8")
-        cmd = [ncu, "--csv", "--nvtx", *[a for rng, _, _ in ranges() for a in ("--nvtx-include", f"{rng}/")],
+        cmd = [ncu, "--csv", "--clock-control", "none", "--nvtx", *[a for rng, _, _ in ranges() for a in ("--nvtx-include", f"{rng}/")],
                "--section", "SpeedOfLight", "--section", "Occupancy", "--metrics", ",".join(METRICS),
                sys.executable, "-m", __name__, "--ncu-child", str(path)]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
-    rows = parse(done.stdout, launches)
+    try:
+        rows = parse(done.stdout, launches)
+    except InputError:
+        rows = []
     if len(rows) < len(ranges()):
         raise InputError(f"ncu gave counts for {len(rows)} of {len(ranges())} kernels (exit {done.returncode}): "
                          f"{done.stderr[-300:]}")
@@ -133,7 +134,7 @@ def sentence(rows: list[dict[str, Any]], m: int = 4, scheme: str = "W4A16 GEMM")
     g, v = by.get((scheme, m)), by.get((GEMV, 1))
     if not g or not v or any(g.get(c) is None for c in COLUMNS) or v.get("DRAM % of peak") is None:
         return f"Nsight Compute: no counts of the {scheme} at M = {m} and the GEMV at M = 1 to compare."
-    text = (f"Nsight Compute (at its own clocks): at M = {m} the {scheme} keeps DRAM {g['DRAM % of peak']:.0f} % "
+    text = (f"Nsight Compute: at M = {m} the {scheme} keeps DRAM {g['DRAM % of peak']:.0f} % "
             f"busy, against {v['DRAM % of peak']:.0f} % for the {GEMV} at M = 1, and its tensor pipe "
             f"{g['tensor pipe % active']:.0f} % active. With {g['registers']:.0f} registers a thread an SM can hold "
             f"{g['theoretical occupancy %']:.0f} % of its warp slots ({g['achieved occupancy %']:.0f} % held; the "

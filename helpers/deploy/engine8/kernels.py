@@ -358,9 +358,9 @@ def gemm(a: torch.Tensor, w: torch.Tensor, scale: torch.Tensor, *, bias: torch.T
     if loads and not tma_ready(a):
         raise InputError(f"{loads!r} loads need a GPU of compute capability 9.0 or later (Hopper) and a Triton with "
                          f"tensor descriptors; use the configuration without its seventh element.")
-    if loads and k % 16:
-        raise InputError(f"TMA loads read rows of a multiple of 16 bytes, got K = {k}; use the configuration without "
-                         f"{loads!r}.")
+    if loads and k % 16:  # 16 bytes of 8-bit codes; FP16 is held to the same K (its TMA path is tested at those only)
+        raise InputError(f"TMA loads need K a multiple of 16 (rows of whole 16-byte pieces of 8-bit codes), got "
+                         f"K = {k}; use the configuration without {loads!r}.")
     kind, mul = out_spec(out)
     y, q = outputs((m, n), a.device, fp16, out)
     flags = dict(HAS_BIAS=bias is not None, HAS_RES=residual is not None, RES_CODES=res_codes, ACT=ACTS[act],
