@@ -4,7 +4,8 @@
 // Why a GEMM: the GEMV (wo_gemv.cu) re-reads every activation row for every weight row it reduces, so from batch 4
 // on its instruction count grows with M while the weight bytes stay the same. Here the multiply runs on tensor cores
 // (mma.sync m16n8k16, FP16 in, FP32 accumulate: one instruction does 16 x 8 x 16 multiply-adds), so M rows cost
-// little more than one, and the kernel stays bound by the weight bytes up to M = 16..32.
+// little more than one. (What does bound it at M = 1..16 is measured in chapter 12's GEMM_PROFILE: its warps seldom
+// wait for loads, but each runs over a hundred instructions per 32 x 32 weight tile with few warps to interleave.)
 //
 // The stages of one block (helpers/kernels/wo_gemm.py launches it, wo_gemm_twin.py is its numpy twin):
 //   1. split-K      blockIdx.y picks a slice of K (grid.y = SPLIT); when the columns alone make too few blocks

@@ -186,8 +186,9 @@ def rule_split(n: int, k: int, config: str, sms: int = SMS) -> int:
 def fill_split(n: int, k: int, config: str, blocks_per_sm: int, sms: int = SMS) -> int:
     """Split-K whose blocks fill the SMs' resident blocks in one wave (sms x blocks_per_sm), within most_split.
 
-    A weight-only GEMM at small M is bound by the weight bytes in flight: each resident warp keeps one stage of
-    16-byte loads outstanding, so the SMs must hold as many blocks as the occupancy allows, not two.
+    At small M the GEMM's warps seldom wait for their loads but leave the SM's schedulers idle for want of warps to
+    interleave (Nsight Compute, chapter 12's GEMM_PROFILE); more blocks give them more, and cost partial sums, so
+    the check times the split that fills every SM's resident blocks beside the rule's two a SM.
     """
     if isinstance(blocks_per_sm, bool) or not isinstance(blocks_per_sm, int) or blocks_per_sm < 1:
         raise InputError(f"blocks_per_sm must be a whole number >= 1, got {blocks_per_sm!r}; take it from "

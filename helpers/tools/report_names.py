@@ -88,8 +88,6 @@ def check_shown_names(paths: list[Path] | None = None) -> list[str]:
 # Declared names that no stored run holds yet, each with what stores it. An entry whose name a stored run now holds
 # is itself a problem (remove it), so this list only shrinks as reference runs land.
 AWAITING: dict[str, str] = {  # declared, not yet in a stored run: {name: what will store it}
-    "ch12.gemm_ncu": "notebook 12's GEMM_PROFILE on a GPU with Nsight Compute (gemm_ncu.profile, added 2026-12-07 "
-                     "after a probe on an H100 read the same counters)",
 }
 
 

@@ -2,11 +2,13 @@
 
 At 11008×4096 (LLaMA-7B's gate projection) and M = 1, 4, 8 and 16, each scheme's GEMM runs the launch this GPU's
 measured table picks (``wo_gemm_check.measure_table``, timed first, outside the profiler), and the W4A16 GEMV at
-M = 1 runs beside them as the kernel that does stream at the copy rate. Per kernel: registers a thread, the
-share of an SM's warp slots it can hold (theoretical occupancy) and holds (achieved), DRAM throughput,
-tensor-pipe activity and SM throughput as % of peak, and the duration. ncu runs with clock control off, as chapter
-11's profiles do (the GPU keeps its own clocks), and flushes the caches before each kernel it measures: read the
-percentages; the durations are a cold-cache launch's.
+M = 1 runs beside them as the kernel that does stream at the copy rate. Per kernel: registers a thread, the share of
+an SM's warp slots the registers allow (theoretical occupancy), the warps the launch's grid gives an SM and the share
+it holds (achieved); DRAM throughput and tensor-pipe activity as % of peak; how often the SM's schedulers issue an
+instruction, how many cycles pass between two instructions of one warp and how many of those the warp waits for a
+global load (ncu's long-scoreboard stall); warp instructions per 32×32 tile of weights; and the duration. ncu runs
+with clock control off, as chapter 11's profiles do (the GPU keeps its own clocks), and flushes the caches before
+each kernel it measures: read the ratios; the durations are a cold-cache launch's.
 
     python -m helpers.chapters.ch12_language_models.gemm_ncu --ncu-child TABLE.json   (what ncu launches)
 
@@ -27,13 +29,17 @@ SHAPE = (11008, 4096)
 BATCHES = (1, 4, 8, 16)
 SCHEMES = ("w4a16", "w8a16")
 GEMV = "W4A16 GEMV"
-# column: the ncu metric (raw names) or the section's display name (SpeedOfLight, Occupancy)
+TILE_WEIGHTS = 32 * 32  # weights a warp's 32×32 tile holds (the GEMM's unit of work)
+# column: the ncu metric (raw names) or the section's display name (SpeedOfLight, Occupancy); None: derived in parse
 COLUMNS = {"registers": "launch__registers_per_thread", "theoretical occupancy %": "Theoretical Occupancy",
-           "achieved occupancy %": "Achieved Occupancy", "DRAM % of peak": "DRAM Throughput",
-           "SM % of peak": "Compute (SM) Throughput",
+           "grid warps / SM": None, "achieved occupancy %": "Achieved Occupancy", "DRAM % of peak": "DRAM Throughput",
            "tensor pipe % active": "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
-           "ncu µs": "Duration"}
-METRICS = ("launch__registers_per_thread", "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active")
+           "issue slots busy %": "smsp__issue_active.avg.pct_of_peak_sustained_active",
+           "cycles / instruction": "smsp__average_warp_latency_per_inst_issued.ratio",
+           "of which load wait": "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio",
+           "instructions / tile": None, "ncu µs": "Duration"}
+INSTRUCTIONS, GRID, BLOCK = "smsp__inst_executed.sum", "launch__grid_size", "launch__block_size"
+METRICS = tuple(m for m in COLUMNS.values() if m and "__" in m) + (INSTRUCTIONS, GRID, BLOCK)
 
 
 def ranges() -> list[tuple[str, str, int]]:
@@ -47,10 +53,10 @@ def runs(kernel: str) -> tuple[str, str]:
     return ("gemv", "w4a16") if kernel == GEMV else ("gemm", kernel.split()[0].lower())
 
 
-def parse(text: str, launches: dict[str, str] | None = None) -> list[dict[str, Any]]:
+def parse(text: str, launches: dict[str, str] | None = None, sms: int = 132) -> list[dict[str, Any]]:
     """Rows from ncu's --csv output (read by chapter 11's ``profiling.parse_ncu_csv``): one per profiled kernel, in
     launch order (a split-K GEMM's separate finishing pass is left out); `launches` names each GEMM's (config,
-    split) by its NVTX range."""
+    split) by its NVTX range; `sms` is the GPU's SM count (for the warps the grid gives each)."""
     from helpers.chapters.ch11_troubleshooting.profiling import UNIT_SCALE, parse_ncu_csv
 
     by: dict[int, dict[str, Any]] = {}
@@ -63,7 +69,11 @@ def parse(text: str, launches: dict[str, str] | None = None) -> list[dict[str, A
     rows = []
     for (rng, kernel, m), got in zip(ranges(), kernels):
         row = {"kernel": kernel, "M": m, "launch": (launches or {}).get(rng, "")}
-        row.update({col: got.get(metric) for col, metric in COLUMNS.items()})
+        row.update({col: got.get(metric) if metric else None for col, metric in COLUMNS.items()})
+        if got.get(GRID) is not None and got.get(BLOCK) is not None:
+            row["grid warps / SM"] = got[GRID] * got[BLOCK] / 32 / sms
+        if got.get(INSTRUCTIONS) is not None:
+            row["instructions / tile"] = got[INSTRUCTIONS] / (SHAPE[0] * SHAPE[1] / TILE_WEIGHTS)
         rows.append(row)
     return rows
 
@@ -118,7 +128,7 @@ def profile(timeout: int = 240) -> list[dict[str, Any]]:
                sys.executable, "-m", __name__, "--ncu-child", str(path)]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
     try:
-        rows = parse(done.stdout, launches)
+        rows = parse(done.stdout, launches, wm.sm_count())
     except InputError:
         rows = []
     if len(rows) < len(ranges()):
@@ -128,23 +138,30 @@ def profile(timeout: int = 240) -> list[dict[str, Any]]:
 
 
 def sentence(rows: list[dict[str, Any]], m: int = 4, scheme: str = "W4A16 GEMM") -> str:
-    """What the counters say about `scheme` at batch `m` beside the GEMV at M = 1: which of bytes, tensor cores or
-    warps in flight sets its time (from these rows only)."""
+    """What the counters say about `scheme` at batch `m` beside the GEMV at M = 1: whether its warps wait for memory
+    or issue a long stream of instructions with few warps to interleave (from these rows only)."""
     by = {(r["kernel"], r["M"]): r for r in rows}
     g, v = by.get((scheme, m)), by.get((GEMV, 1))
-    if not g or not v or any(g.get(c) is None for c in COLUMNS) or v.get("DRAM % of peak") is None:
+    if not g or not v or any(g.get(c) is None for c in COLUMNS) or any(v.get(c) is None for c in COLUMNS):
         return f"Nsight Compute: no counts of the {scheme} at M = {m} and the GEMV at M = 1 to compare."
-    text = (f"Nsight Compute: at M = {m} the {scheme} keeps DRAM {g['DRAM % of peak']:.0f} % "
-            f"busy, against {v['DRAM % of peak']:.0f} % for the {GEMV} at M = 1, and its tensor pipe "
-            f"{g['tensor pipe % active']:.0f} % active. With {g['registers']:.0f} registers a thread an SM can hold "
-            f"{g['theoretical occupancy %']:.0f} % of its warp slots ({g['achieved occupancy %']:.0f} % held; the "
-            f"GEMV {v['achieved occupancy %']:.0f} %)")
-    starved = (g["DRAM % of peak"] < 0.8 * v["DRAM % of peak"] and g["tensor pipe % active"] < 50
-               and g["SM % of peak"] < 60 and g["achieved occupancy %"] < 0.5 * v["achieved occupancy %"])
-    if starved:
-        return text + (f", and its SM throughput is {g['SM % of peak']:.0f} % of peak: neither its bytes, nor its "
-                       "tensor cores, nor its instructions set its time; too few warps are in flight to keep enough "
-                       "loads outstanding to cover the memory's latency.")
+    wait, cpi = g["of which load wait"], g["cycles / instruction"]
+    text = (f"Nsight Compute: at M = {m} the {scheme} keeps DRAM {g['DRAM % of peak']:.0f} % busy (the {GEMV} at "
+            f"M = 1: {v['DRAM % of peak']:.0f} %) and its tensor pipe {g['tensor pipe % active']:.0f} % active. Of the "
+            f"{cpi:.1f} cycles between two instructions of one of its warps, {wait:.1f} are a wait for a global load "
+            f"(the GEMV's: {v['of which load wait']:.1f} of {v['cycles / instruction']:.1f}); it runs "
+            f"{g['instructions / tile']:.0f} warp instructions per 32×32 tile of weights (the GEMV "
+            f"{v['instructions / tile']:.0f}), its launch gives an SM {g['grid warps / SM']:.1f} warps "
+            f"({g['achieved occupancy %']:.0f} % of the slots held; its {g['registers']:.0f} registers a thread would "
+            f"allow {g['theoretical occupancy %']:.0f} %), and the schedulers issue in "
+            f"{g['issue slots busy %']:.0f} % of cycles")
+    if wait < 0.25 * cpi and v["of which load wait"] > 0.5 * v["cycles / instruction"] \
+            and g["issue slots busy %"] < 60 and g["tensor pipe % active"] < 50:
+        return text + (": its warps are not starved of bytes; each works through a long stream of instructions, "
+                       "and too few warps are there to fill the schedulers' idle cycles. The GEMV's warps, by "
+                       "contrast, mostly wait for memory.")
+    if wait > 0.5 * cpi:
+        return text + ": most of a warp's cycles are waits for loads, so too few loads are in flight to cover the "\
+                      "memory's latency."
     return text + "; these counts do not single out one limit."
 
 

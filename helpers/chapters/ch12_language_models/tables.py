@@ -96,12 +96,16 @@ GEMM_LAUNCH = Table("ch12.decode.gemm_launch", keys=("scheme", "shape", "M"), va
 
 GEMM_NCU = Table("ch12.gemm_ncu", keys=("kernel", "M"), value="DRAM % of peak", unit="%",
                  fields={"launch": "launch", "registers": "registers", "theoretical occupancy %": "theoretical_occupancy",
-                         "achieved occupancy %": "achieved_occupancy", "SM % of peak": "sm_pct",
-                         "tensor pipe % active": "tensor_pct", "ncu µs": "ncu_us"},
+                         "grid warps / SM": "grid_warps_per_sm", "achieved occupancy %": "achieved_occupancy",
+                         "tensor pipe % active": "tensor_pct", "issue slots busy %": "issue_pct",
+                         "cycles / instruction": "cycles_per_instruction", "of which load wait": "load_wait_cycles",
+                         "instructions / tile": "instructions_per_tile", "ncu µs": "ncu_us"},
                  name="{kernel}.m{M}",
                  example={"kernel": "W4A16 GEMM", "M": 4, "launch": "config c, split 3", "registers": 156.0,
-                          "theoretical occupancy %": 18.75, "achieved occupancy %": 11.7, "DRAM % of peak": 33.2,
-                          "SM % of peak": 34.8, "tensor pipe % active": 16.2, "ncu µs": 21.2})
+                          "theoretical occupancy %": 18.75, "grid warps / SM": 7.8, "achieved occupancy %": 11.7,
+                          "DRAM % of peak": 40.8, "tensor pipe % active": 16.2, "issue slots busy %": 41.7,
+                          "cycles / instruction": 4.5, "of which load wait": 0.5, "instructions / tile": 128.7,
+                          "ncu µs": 17.3})
 
 DECODE_BATCH = Table("ch12.decode.batch", keys=("batch", "path"), value="tokens/s", unit="tokens/s",
                      fields={"ms/step": "ms_per_step", "× FP16": "over_fp16", "layers": "layers", "context": "context"},

@@ -1,7 +1,7 @@
 """Chapter 12's Nsight Compute view of the tensor-core GEMM: ncu's CSV read into rows, and the verdict it supports.
 
-The fixture is real ncu output (an H100, 2026-12-07, the probe that this module grew from), trimmed to the counters
-the module reads."""
+The fixture is real ncu output (gemm_ncu.profile on an H100, 2026-12-07, the run stored in reference/h100), trimmed to
+the counters the module reads."""
 
 from pathlib import Path
 
@@ -18,9 +18,14 @@ def test_the_csv_becomes_one_row_per_profiled_kernel_in_launch_order():
     assert [(r["kernel"], r["M"]) for r in rows] == [(k, m) for _, k, m in gemm_ncu.ranges()]
     w4 = rows[2]
     assert (w4["kernel"], w4["M"], w4["launch"]) == ("W4A16 GEMM", 4, "config c, split 3")
-    assert w4["registers"] == 156 and w4["DRAM % of peak"] == pytest.approx(33.23)
-    assert w4["ncu µs"] == pytest.approx(21.248)  # ncu reports ns
-    assert rows[-1]["kernel"] == gemm_ncu.GEMV and rows[-1]["achieved occupancy %"] == pytest.approx(41.61)
+    assert w4["registers"] == 156 and w4["DRAM % of peak"] == pytest.approx(39.95)
+    assert w4["ncu µs"] == pytest.approx(17.664)  # ncu reports ns
+    assert w4["grid warps / SM"] == pytest.approx(258 * 128 / 32 / 132)  # grid x block threads, in warps, per SM
+    assert w4["instructions / tile"] == pytest.approx(128.62, abs=0.01)  # warp instructions ÷ (N K / 1024)
+    assert w4["cycles / instruction"] == pytest.approx(4.6) and w4["of which load wait"] == pytest.approx(0.53)
+    gemv = rows[-1]
+    assert gemv["kernel"] == gemm_ncu.GEMV and gemv["achieved occupancy %"] == pytest.approx(42.0)
+    assert gemm_ncu.parse(CSV, sms=66)[2]["grid warps / SM"] == pytest.approx(2 * w4["grid warps / SM"])
 
 
 def test_each_range_launches_the_kernel_its_row_names():
@@ -38,13 +43,20 @@ def test_a_split_k_finishing_pass_is_not_taken_for_the_next_kernel():
     assert [r["registers"] for r in rows] == [r["registers"] for r in gemm_ncu.parse(CSV)]
 
 
-def test_the_verdict_names_latency_only_when_the_counters_show_it():
+def test_the_verdict_says_whether_the_warps_wait_for_memory_or_issue():
     rows = gemm_ncu.parse(CSV)
     text = gemm_ncu.sentence(rows)
-    assert "M = 4" in text and "33 %" in text and "50 %" in text and "too few warps" in text
-    busy = [dict(r, **{"DRAM % of peak": 48.0}) if r["kernel"] == "W4A16 GEMM" else r for r in rows]
-    assert "do not single out one limit" in gemm_ncu.sentence(busy)
+    assert "M = 4" in text and "40 %" in text and "53 %" in text and "0.5 are a wait" in text
+    assert "not starved of bytes" in text and "too few warps" in text
+
+    def gemm_m4(**change):
+        return [dict(r, **change) if (r["kernel"], r["M"]) == ("W4A16 GEMM", 4) else r for r in rows]
+
+    waiting = gemm_ncu.sentence(gemm_m4(**{"of which load wait": 3.0}))  # 3.0 of 4.6 cycles: memory
+    assert "waits for loads" in waiting and "not starved" not in waiting
+    assert "do not single out one limit" in gemm_ncu.sentence(gemm_m4(**{"issue slots busy %": 85.0}))
     assert "no counts" in gemm_ncu.sentence(rows[:2])
+    assert "no counts" in gemm_ncu.sentence(gemm_m4(**{"instructions / tile": None}))
 
 
 def test_profiling_without_ncu_says_what_to_install(monkeypatch):
