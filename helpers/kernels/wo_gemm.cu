@@ -11,6 +11,9 @@
 //   1. split-K      blockIdx.y picks a slice of K (grid.y = SPLIT); when the columns alone make too few blocks
 //                   for 132 SMs, the slices add their FP32 partial sums with atomics into a workspace; the last
 //                   slice to arrive (stage 7), or a second pass wo_gemm_finish, turns it into FP16 and zeroes it.
+//                   Inside a block, KW warps can share one column tile, each taking D / KW consecutive tiles of a
+//                   stage (more warps for an SM to interleave, each with fewer tiles and registers); their sums
+//                   meet in shared memory before the epilogue (stage 6), with no atomics.
 //   2. activations  x's rows for a stage of 32 * D inputs go global -> shared with cp.async, STAGES - 1 stages
 //                   ahead (a multi-stage pipeline); rows >= M are never loaded and read as zeros (M is padded to
 //                   16 * MT in the A fragment by masking).
@@ -70,26 +73,33 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int PENDING>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(PENDING)); }
 
-// The kernel. BITS 4 or 8; MT row tiles of 16 (M <= 16 MT); WARPS warps a block, each 32 columns; D tiles of 32
-// inputs a pipeline stage; STAGES shared-memory buffers of activations.
-template <int BITS, int MT, int WARPS, int D, int STAGES>
-__global__ void __launch_bounds__(32 * WARPS)
+// The kernel. BITS 4 or 8; MT row tiles of 16 (M <= 16 MT); WARPS column tiles of 32 a block, KW warps each (the
+// block has 32 * WARPS * KW threads); D tiles of 32 inputs a pipeline stage; STAGES shared-memory buffers of
+// activations.
+template <int BITS, int MT, int WARPS, int D, int STAGES, int KW = 1>
+__global__ void __launch_bounds__(32 * WARPS * KW)
 wo_gemm(const uint4* __restrict__ w, const void* __restrict__ scale, const __half* __restrict__ x,
         __half* __restrict__ y, float* __restrict__ ws, unsigned* __restrict__ arrived, int m, int n, int n_pad, int k,
         int gshift) {
     constexpr int PIECES = BITS == 4 ? 1 : 2;  // 16-byte pieces a lane loads per 32 x 32 tile
     constexpr int KS = 32 * D;                  // inputs a stage
     constexpr int LD = KS + 8;                  // shared row stride in halves: +16 bytes makes the A loads conflict-free
+    constexpr int NT = 32 * WARPS * KW;         // threads a block
+    constexpr int DW = D / KW;                  // tiles of a stage one warp multiplies
+    static_assert(D % KW == 0, "each of a column tile's KW warps takes D / KW tiles of a stage");
     __shared__ __align__(16) __half xs[STAGES][MT * 16][LD];
 
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-    const int nt = blockIdx.x * WARPS + warp;   // this warp's tile of 32 columns
+    // this warp's column tile in the block, and its share of each stage (tiles kg DW .. kg DW + DW - 1)
+    const int cw = KW == 1 ? warp : warp % WARPS, kg = KW == 1 ? 0 : warp / WARPS;
+    const int nt = blockIdx.x * WARPS + cw;     // this warp's tile of 32 columns
     const bool active = nt * 32 < n_pad;
     // 1. split-K: this block's tiles of 32 inputs, [c_begin, c_end)
     const int nch = k / 32;
     const int c_begin = (int)((long long)blockIdx.y * nch / gridDim.y);
     const int c_end = (int)((long long)(blockIdx.y + 1) * nch / gridDim.y);
     const int nst = (c_end - c_begin + D - 1) / D;
+    const int c_first = c_begin + kg * DW;  // this warp's first tile; its tile d of stage s is c_first + s D + d
 
     const uint4* wt = w + (size_t)nt * nch * 32 * PIECES + lane;  // tile c of this warp: + c * 32 * PIECES
     const __half* st = reinterpret_cast<const __half*>(scale) + (size_t)nt * 32 + 4 * g;  // W4: + group * n_pad
@@ -98,16 +108,16 @@ wo_gemm(const uint4* __restrict__ w, const void* __restrict__ scale, const __hal
     auto load_x = [&](int s, int b) {
         const int k0 = (c_begin + s * D) * 32;
         const int cols = min(KS, c_end * 32 - k0);
-        for (int i = threadIdx.x; i < m * (KS / 8); i += 32 * WARPS) {
+        for (int i = threadIdx.x; i < m * (KS / 8); i += NT) {
             const int r = i / (KS / 8), p = i % (KS / 8);
             if (p * 8 < cols) cp_async16(&xs[b][r][p * 8], x + (size_t)r * k + k0 + p * 8);
         }
     };
-    // 3. weights (and W4 scales) of stage s into registers: streaming loads, read once
-    auto load_w = [&](int s, uint4 (&wr)[D][PIECES], uint2 (&sr)[D]) {
+    // 3. weights (and W4 scales) of this warp's tiles of stage s into registers: streaming loads, read once
+    auto load_w = [&](int s, uint4 (&wr)[DW][PIECES], uint2 (&sr)[DW]) {
 #pragma unroll
-        for (int d = 0; d < D; ++d) {
-            const int c = c_begin + s * D + d;
+        for (int d = 0; d < DW; ++d) {
+            const int c = c_first + s * D + d;
             if (active && c < c_end) {
 #pragma unroll
                 for (int p = 0; p < PIECES; ++p) wr[d][p] = __ldcs(wt + ((size_t)c * PIECES + p) * 32);
@@ -125,8 +135,8 @@ wo_gemm(const uint4* __restrict__ w, const void* __restrict__ scale, const __hal
 #pragma unroll
             for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
 
-    uint4 wcur[D][PIECES];
-    uint2 scur[D];
+    uint4 wcur[DW][PIECES];
+    uint2 scur[DW];
     load_w(0, wcur, scur);
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {  // the pipeline's prologue: STAGES - 1 stages of x in flight
@@ -135,8 +145,8 @@ wo_gemm(const uint4* __restrict__ w, const void* __restrict__ scale, const __hal
     }
 
     for (int s = 0; s < nst; ++s) {
-        uint4 wnext[D][PIECES];
-        uint2 snext[D];
+        uint4 wnext[DW][PIECES];
+        uint2 snext[DW];
         if (s + 1 < nst) load_w(s + 1, wnext, snext);  // next stage's weights: in flight during this stage's math
         cp_async_wait<STAGES - 2>();                    // this stage's activations have landed ...
         __syncthreads();                                // ... for every thread; the oldest buffer is free again
@@ -145,8 +155,8 @@ wo_gemm(const uint4* __restrict__ w, const void* __restrict__ scale, const __hal
 
         const __half(*xb)[LD] = xs[s % STAGES];
 #pragma unroll
-        for (int d = 0; d < D; ++d) {
-            if (!active || c_begin + s * D + d >= c_end) continue;
+        for (int d = 0; d < DW; ++d) {
+            if (!active || c_first + s * D + d >= c_end) continue;
             half2 sc[4];
             if constexpr (BITS == 4) {
                 const __half* sh = reinterpret_cast<const __half*>(&scur[d]);
@@ -158,7 +168,7 @@ wo_gemm(const uint4* __restrict__ w, const void* __restrict__ scale, const __hal
             for (int ks = 0; ks < 2; ++ks) {
                 // 5. the A fragments (PTX m16n8k16 layout): rows g, g + 8 of each row tile, inputs 2t.. and 2t+8..
                 unsigned a[MT][4];
-                const int ko = d * 32 + ks * 16 + 2 * t;
+                const int ko = (kg * DW + d) * 32 + ks * 16 + 2 * t;
 #pragma unroll
                 for (int i = 0; i < MT; ++i) {
                     const int r0 = i * 16 + g, r1 = r0 + 8;
@@ -178,7 +188,7 @@ wo_gemm(const uint4* __restrict__ w, const void* __restrict__ scale, const __hal
             }
         }
 #pragma unroll
-        for (int d = 0; d < D; ++d) {
+        for (int d = 0; d < DW; ++d) {
             scur[d] = snext[d];
 #pragma unroll
             for (int p = 0; p < PIECES; ++p) wcur[d][p] = wnext[d][p];
@@ -186,8 +196,27 @@ wo_gemm(const uint4* __restrict__ w, const void* __restrict__ scale, const __hal
     }
     cp_async_wait<0>();
 
-    // 6. epilogue: C fragment c0, c1 are row g, columns 2t, 2t + 1 of a 16 x 8 tile; c2, c3 row g + 8
-    if (active) {
+    // 6. epilogue, first (KW > 1) the KW warps of a column tile add their sums in shared memory, one row tile at a
+    //    time (lane-minor: no bank conflicts); warp kg = 0 keeps the total
+    if constexpr (KW > 1) {
+        __shared__ float red[KW - 1][WARPS][16][32];
+#pragma unroll
+        for (int i = 0; i < MT; ++i) {
+            if (kg > 0)
+#pragma unroll
+                for (int v = 0; v < 16; ++v) red[kg - 1][cw][v][lane] = acc[i][v >> 2][v & 3];
+            __syncthreads();
+            if (kg == 0)
+#pragma unroll
+                for (int q = 0; q < KW - 1; ++q)
+#pragma unroll
+                    for (int v = 0; v < 16; ++v) acc[i][v >> 2][v & 3] += red[q][cw][v][lane];
+            __syncthreads();
+        }
+    }
+
+    //    then the store: C fragment c0, c1 are row g, columns 2t, 2t + 1 of a 16 x 8 tile; c2, c3 row g + 8
+    if (active && kg == 0) {
 #pragma unroll
         for (int i = 0; i < MT; ++i)
 #pragma unroll
@@ -213,7 +242,7 @@ wo_gemm(const uint4* __restrict__ w, const void* __restrict__ scale, const __hal
     if (!last) return;
     __threadfence();
     const int c0 = blockIdx.x * WARPS * 32, cols = min(WARPS * 32, n - c0);
-    for (int i = threadIdx.x; i < m * WARPS * 32; i += 32 * WARPS) {
+    for (int i = threadIdx.x; i < m * WARPS * 32; i += NT) {
         const int r = i / (WARPS * 32), cc = i % (WARPS * 32);
         if (cc >= cols) continue;
         const size_t o = (size_t)r * n + c0 + cc;

@@ -7,10 +7,11 @@
 The GEMV (``wo_gemv``) wins at batch 1-2; from batch 4 on this kernel reuses each dequantised weight for all M rows
 on tensor cores. `pick(scheme, n, k, m)` returns the (config, split) of a measured table (``use_table``, written by
 ``python -m helpers.kernels.wo_gemm_check --out DIR``) or, without one, a rule that fills the SMs. `fill_split` is the
-split-K whose blocks fill every SM's resident blocks (`blocks_per_sm`: the driver's occupancy, or an estimate from the
-registers and shared memory an instance needs); the check times it beside the rule's. Launches go to
-torch's current stream (CUDA-graph capturable); a split launch adds FP32 partial sums into a per-(device, M x N)
-workspace that the last block (or a second pass) zeroes again, so two streams must not run the same shape at once.
+split-K whose blocks fill every SM's resident blocks (``wo_gemm_occupancy.blocks_per_sm``: the driver's occupancy,
+or an estimate from the registers and shared memory an instance needs); the check times it beside the rule's.
+Launches go to torch's current stream (CUDA-graph capturable); a split launch adds FP32 partial sums into a
+per-(device, M x N) workspace that the last block (or a second pass) zeroes again, so two streams must not run the same
+shape at once.
 
 Serves: core — used by chapter 12.
 """
@@ -28,7 +29,6 @@ import torch
 
 from helpers.errors import InputError
 from helpers.kernels.cuda_source import HERE, cupy_module
-from helpers.kernels.occupancy import HOPPER, occupancy
 from helpers.quant import weight_only as wo
 from helpers.quant import wo_layout
 
@@ -40,14 +40,26 @@ SMS = 132  # H100 SXM; the rules below ask the device when there is one
 
 @dataclass(frozen=True)
 class Config:
-    """A compile-time launch shape: warps a block (32 columns each), D tiles of 32 inputs a stage, pipeline stages."""
+    """A compile-time launch shape: column tiles of 32 a block (`warps`), D tiles of 32 inputs a stage, pipeline
+    stages, and `kw` warps a column tile (each multiplies D / kw consecutive tiles of every stage; their sums meet in
+    shared memory)."""
 
     warps: int
     d: int
     stages: int
+    kw: int = 1
+
+    @property
+    def threads(self) -> int:
+        """Threads a block: 32 for each warp, kw warps for each of the `warps` column tiles."""
+        return 32 * self.warps * self.kw
 
 
-CONFIGS = {"a": Config(4, 4, 3), "b": Config(8, 2, 4), "c": Config(4, 8, 3)}  # D as effective_d allows
+# D as effective_d allows; d, e and g put two warps on each column tile, which gives an SM twice the warps for the
+# same grid (chapter 12's GEMM_PROFILE: at small M the GEMM's schedulers idle for want of warps); the measured table
+# chooses among all six per case
+CONFIGS = {"a": Config(4, 4, 3), "b": Config(8, 2, 4), "c": Config(4, 8, 3),
+           "d": Config(4, 8, 3, kw=2), "e": Config(2, 8, 3, kw=2), "g": Config(4, 4, 3, kw=2)}
 SHARED_BYTES = 48 * 1024  # static shared memory of a block at most
 MAX_LOADS = 8  # 16-byte weight loads a lane keeps in flight per stage at most (registers)
 
@@ -57,11 +69,18 @@ def activation_bytes(stages: int, mt: int, d: int) -> int:
     return stages * 16 * mt * (32 * d + 8) * 2
 
 
+def reduction_bytes(c: Config) -> int:
+    """Shared memory where a column tile's kw warps add their FP32 sums (red in wo_gemm.cu): none for kw = 1."""
+    return (c.kw - 1) * c.warps * 16 * 32 * 4
+
+
 def effective_d(config: str, bits: int, mt: int) -> int:
-    """The config's D, halved until a stage's activations fit the shared memory and the lane's loads the registers."""
+    """The config's D, halved until a stage's activations (and the kw warps' reduction buffer) fit the shared memory
+    and a warp's loads the registers; never below kw (each of a column tile's warps takes D / kw tiles)."""
     c = CONFIGS[config]
     d, pieces = c.d, 1 if bits == 4 else 2
-    while d > 1 and (activation_bytes(c.stages, mt, d) > SHARED_BYTES or d * pieces > MAX_LOADS):
+    while d > c.kw and (activation_bytes(c.stages, mt, d) + reduction_bytes(c) > SHARED_BYTES
+                        or d // c.kw * pieces > MAX_LOADS):
         d //= 2
     return d
 
@@ -122,7 +141,8 @@ def kernel_name(bits: int, m: int, config: str) -> str:
     """The template instance a launch uses, e.g. 'wo_gemm<4, 1, 4, 4, 3>'."""
     c = CONFIGS[config]
     mt = row_tiles(m)
-    return f"wo_gemm<{bits}, {mt}, {c.warps}, {effective_d(config, bits, mt)}, {c.stages}>"
+    kw = f", {c.kw}" if c.kw > 1 else ""
+    return f"wo_gemm<{bits}, {mt}, {c.warps}, {effective_d(config, bits, mt)}, {c.stages}{kw}>"
 
 
 def all_kernel_names() -> list[str]:
@@ -192,7 +212,7 @@ def fill_split(n: int, k: int, config: str, blocks_per_sm: int, sms: int = SMS) 
     """
     if isinstance(blocks_per_sm, bool) or not isinstance(blocks_per_sm, int) or blocks_per_sm < 1:
         raise InputError(f"blocks_per_sm must be a whole number >= 1, got {blocks_per_sm!r}; take it from "
-                         "blocks_per_sm(bits, m, config).")
+                         "wo_gemm_occupancy.blocks_per_sm(bits, m, config).")
     return max(1, min(most_split(k, config), sms * blocks_per_sm // column_blocks(n, config)))
 
 
@@ -213,53 +233,6 @@ def fastest(scheme: str, n: int, k: int, m: int) -> str | None:
     """Which course kernel the measured table found fastest for the case ('gemm', 'gemv', 'triton'), or None."""
     row = measured(scheme, n, k, m)
     return row.get("fastest") if row else None
-
-
-# ---- how many blocks an SM holds (occupancy) ----
-# The estimate counts this kernel's registers and shared memory and hands them to the course's occupancy calculator
-# (helpers.kernels.occupancy, Hopper's limits); on a GPU the driver's own count replaces it.
-BOOKKEEPING_REGISTERS = 24  # pointers, indices, loop counters beside the data (a guess; tested against ptxas)
-
-
-def shared_bytes(bits: int, m: int, config: str) -> int:
-    """Static shared memory of the instance for M rows: the activation buffers and the split-K flag (an int)."""
-    mt = row_tiles(m)
-    return activation_bytes(CONFIGS[config].stages, mt, effective_d(config, bits, mt)) + 4
-
-
-def estimated_registers(bits: int, m: int, config: str) -> int:
-    """Registers a thread of the instance needs, counted from what wo_gemm.cu keeps live at once.
-
-    The FP32 accumulators (16 a row tile); this stage's and the next stage's weights (D tiles of one 16-byte piece,
-    two for W8: 4 registers a piece); W4's scales of both stages (2 a tile); the A fragments (4 a row tile); plus
-    BOOKKEEPING_REGISTERS. ptxas decides the real count; blocks_per_sm asks the driver for it on a GPU.
-    """
-    mt = row_tiles(m)
-    d, pieces = effective_d(config, bits, mt), 1 if bits == 4 else 2
-    data = 16 * mt + 2 * d * pieces * 4 + (2 * d * 2 if bits == 4 else 0) + 4 * mt
-    return min(HOPPER.max_registers_per_thread, data + BOOKKEEPING_REGISTERS)
-
-
-def estimated_blocks_per_sm(bits: int, m: int, config: str) -> int:
-    """Blocks of the instance an SM holds by the estimate: the occupancy calculator on its estimated registers and
-    shared memory (the fewest that threads, block slots, registers and shared memory allow)."""
-    return max(1, occupancy(32 * CONFIGS[config].warps, estimated_registers(bits, m, config),
-                            shared_bytes(bits, m, config)).blocks_per_sm)
-
-
-def blocks_per_sm(bits: int, m: int, config: str) -> tuple[int, str]:
-    """(blocks of the instance one SM holds at once, who says so): the driver's occupancy of the compiled function
-    on a GPU ('driver'), else estimated_blocks_per_sm ('estimate')."""
-    if bits not in (4, 8) or config not in CONFIGS or not 1 <= m <= MAX_M:
-        raise InputError(f"blocks_per_sm takes bits 4 or 8, a config of {', '.join(CONFIGS)} and M = 1..{MAX_M}, "
-                         f"got {bits!r}, {config!r}, {m!r}.")
-    if not torch.cuda.is_available():
-        return estimated_blocks_per_sm(bits, m, config), "estimate"
-    name = kernel_name(bits, m, config)
-    compile_kernels([name])
-    driver = cupy_module().cuda.driver
-    return int(driver.occupancyMaxActiveBlocksPerMultiprocessor(_functions[name].kernel.ptr,
-                                                                32 * CONFIGS[config].warps, 0)), "driver"
 
 
 # ---- the launch ----
@@ -289,6 +262,12 @@ def compile_kernels(names: list[str] | None = None) -> None:
     for n in todo:
         _functions[n] = mod.get_function(n)
     _functions.setdefault("wo_gemm_finish", mod.get_function("wo_gemm_finish"))
+
+
+def compiled(name: str) -> Any:
+    """The compiled cupy function of one instance (e.g. kernel_name(4, 8, 'a')), compiling it first if needed."""
+    compile_kernels([name])
+    return _functions[name]
 
 
 def _stream() -> Any:
@@ -374,7 +353,7 @@ def gemm(x: torch.Tensor, p: GemmWeight, split_k: int | None = None, config: str
     arrived = _counters(x.device) if ws is not None and fused and blocks <= MAX_BLOCKS_X else None
     gshift = max(p.group, 1).bit_length() - 1
     with _stream():
-        _functions[name]((blocks, split_k), (32 * c.warps,),
+        _functions[name]((blocks, split_k), (c.threads,),
                          (_ptr(p.data), _ptr(p.scale), _ptr(x), _ptr(y), _ptr(ws), _ptr(arrived), np.int32(m),
                           np.int32(p.n), np.int32(p.n_pad), np.int32(p.k), np.int32(gshift)))
         if ws is not None and arrived is None:

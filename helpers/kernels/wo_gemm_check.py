@@ -9,9 +9,9 @@ Correctness: every scheme (W4 g32/g64/g128, W8), config and split (1, an uneven 
 reference at M = 1..64 and an odd N, printing max error / max |y|. Timing: each kernel walks through enough weight
 copies to defeat the 50 MB L2, captured in one CUDA graph; the graphs of one (shape, M) are replayed interleaved, one
 timing of each per round, median and p10..p90 kept. The GEMM's launches per case are `candidates`: the rule's split
-and larger ones up to the split that fills the SMs' resident blocks (wo_gemm.blocks_per_sm). Writes DIR/rows.json
-(kernel, scheme, shape, M, us, lo, hi), DIR/pick.json (the fastest GEMM launch per case, for wo_gemm.use_table),
-DIR/records.json (the llm.gemm.* headlines, when every case is correct; store them with
+and larger ones up to the split that fills the SMs' resident blocks (wo_gemm_occupancy.blocks_per_sm). Writes
+DIR/rows.json (kernel, scheme, shape, M, us, lo, hi), DIR/pick.json (the fastest GEMM launch per case, for
+wo_gemm.use_table), DIR/records.json (the llm.gemm.* headlines, when every case is correct; store them with
 ``python -m helpers.tools.report store-records DIR/records.json --into h100``) and prints ratios over cuBLAS FP16
 (geometric mean over shapes).
 
@@ -32,6 +32,7 @@ import torch
 
 from helpers.kernels import gpu_check_cli
 from helpers.kernels import wo_gemm as G
+from helpers.kernels import wo_gemm_occupancy as O
 from helpers.bench import l2_copies as copies
 from helpers.kernels.wo_gemm_timing import (TOLERANCE, answering, capture, relative_error,  # noqa: F401
                                           time_graphs)  # (re-exported)
@@ -41,7 +42,7 @@ from helpers.records import Record, record, save_records
 SHAPES = ((4096, 4096), (11008, 4096), (4096, 11008))  # LLaMA-7B: q/k/v/o, gate/up, down
 BATCHES = (1, 2, 4, 8, 16, 32, 64)
 CHECK_M = (1, 2, 3, 4, 8, 16, 17, 32, 64)
-MAX_CANDIDATES = 9  # fused GEMM launches timed per scheme, shape and M (with the 2-pass one, 10 graphs)
+MAX_CANDIDATES = 12  # fused GEMM launches timed per scheme, shape and M (with the 2-pass one, 13 graphs)
 COURSE_FAMILIES = ("gemm", "gemm-2pass", "gemv", "triton")  # the course's (cuBLAS, tinygemm: peers)
 COMMAND = "python -m helpers.kernels.wo_gemm_check --out DIR"
 HARNESS = "interleaved rounds, CUDA-graph replay over weight copies that defeat L2"
@@ -114,13 +115,13 @@ def candidates(bits: int, n: int, k: int, m: int, sms: int | None = None) -> lis
     """The GEMM launches (config, split) one case times, most telling first, at most MAX_CANDIDATES.
 
     Each config at the rule's split (about two blocks an SM), at the split that fills the SMs' resident blocks in
-    one wave (wo_gemm.fill_split with wo_gemm.blocks_per_sm) and at twice the rule's; then config 'a' at half the
-    rule's and at twice the filling one. Every split within wo_gemm.most_split; configs that compile to the same
+    one wave (wo_gemm.fill_split with wo_gemm_occupancy.blocks_per_sm) and at twice the rule's; then config 'a' at
+    half the rule's and at twice the filling one. Every split within wo_gemm.most_split; configs that compile to the same
     instance at this M (W8's 'c' is 'a') are timed once.
     """
     sms = sms or G.sm_count()
     rule = {c: G.rule_split(n, k, c, sms) for c in G.CONFIGS}
-    fill = {c: G.fill_split(n, k, c, G.blocks_per_sm(bits, m, c)[0], sms) for c in G.CONFIGS}
+    fill = {c: G.fill_split(n, k, c, O.blocks_per_sm(bits, m, c)[0], sms) for c in G.CONFIGS}
     wanted = ([(c, rule[c]) for c in G.CONFIGS] + [(c, fill[c]) for c in G.CONFIGS]
               + [(c, 2 * rule[c]) for c in G.CONFIGS] + [("a", rule["a"] // 2), ("a", 2 * fill["a"])])
     out: dict[tuple[str, int], tuple[str, int]] = {}  # (instance, split) -> the first config that asks for it
@@ -322,8 +323,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         G.compile_kernels()
         print(f"compiled {len(G.all_kernel_names())} GEMM instances in {time.perf_counter() - start:.1f} s")
-        print(f"blocks an SM holds ({G.blocks_per_sm(4, 1, 'a')[1]}): " + "; ".join(
-            f"w{b}a16 M<={m} " + " ".join(f"{c}{G.blocks_per_sm(b, m, c)[0]}" for c in G.CONFIGS)
+        print(f"blocks an SM holds ({O.blocks_per_sm(4, 1, 'a')[1]}): " + "; ".join(
+            f"w{b}a16 M<={m} " + " ".join(f"{c}{O.blocks_per_sm(b, m, c)[0]}" for c in G.CONFIGS)
             for b in (4, 8) for m in (16, 32, 64)))
         ok = print_checks(check_cases(((4104, 4096), (4096, 11008)), CHECK_M))
         rows = bench(SHAPES, BATCHES, args.rounds)

@@ -103,7 +103,8 @@ def np_dense(bits: int, data: np.ndarray, scale: np.ndarray, n: int, k: int, gro
 
 
 def np_gemm(x: np.ndarray, bits: int, data: np.ndarray, scale: np.ndarray, n: int, k: int, group: int = 0) -> np.ndarray:
-    """The kernel's loop in numpy: A fragments from x (rows >= M masked to 0), B from the layout, mma, epilogue."""
+    """The kernel's loop in numpy: A fragments from x (rows >= M masked to 0), B from the layout, mma, epilogue (one
+    warp a column tile, K in order; split-K and KW > 1 add the same products in another order)."""
     m = x.shape[0]
     mt_count = -(-m // 16)
     xp = np.zeros((16 * mt_count, k), np.float16)

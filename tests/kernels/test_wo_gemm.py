@@ -11,6 +11,7 @@ import torch
 from helpers.errors import InputError
 from helpers.kernels import wo_gemm as G
 from helpers.kernels import wo_gemm_nvrtc as nv
+from helpers.kernels import wo_gemm_occupancy as O
 from helpers.kernels import wo_gemm_twin as twin
 from helpers.quant import weight_only as wo
 
@@ -105,7 +106,7 @@ def test_bad_inputs_get_one_line_errors(w16):
     with pytest.raises(InputError, match="blocks_per_sm"):
         G.fill_split(4096, 4096, "a", 0)
     with pytest.raises(InputError, match="blocks_per_sm"):
-        G.blocks_per_sm(3, 8, "a")
+        O.blocks_per_sm(3, 8, "a")
     with pytest.raises(InputError, match="config"):
         G.gemm(x, p, config="z")
     with pytest.raises(InputError, match="group_size"):
@@ -149,9 +150,9 @@ def test_every_instance_fits_an_sm_and_the_count_says_it_is_an_estimate_without_
     for bits in (4, 8):
         for c in G.CONFIGS:
             for m in range(1, G.MAX_M + 1):
-                assert 1 <= G.estimated_blocks_per_sm(bits, m, c) <= 2048 // (32 * G.CONFIGS[c].warps), (bits, m, c)
+                assert 1 <= O.estimated_blocks_per_sm(bits, m, c) <= 2048 // G.CONFIGS[c].threads, (bits, m, c)
     if not torch.cuda.is_available():
-        assert G.blocks_per_sm(4, 8, "a") == (G.estimated_blocks_per_sm(4, 8, "a"), "estimate")
+        assert O.blocks_per_sm(4, 8, "a") == (O.estimated_blocks_per_sm(4, 8, "a"), "estimate")
 
 
 @pytest.mark.skipif(not nv.available(), reason="needs cuda-bindings (NVRTC) and a cuda_fp16.h")
@@ -164,13 +165,13 @@ def test_the_register_estimate_gives_ptxas_occupancy_at_small_m():
     names = {G.kernel_name(4, 16, c): c for c in G.CONFIGS}
     ok, log = nv.compile_log(list(names), "sm_90")
     assert ok, log
-    found = re.findall(r"Compiling entry function '_Z7wo_gemmILi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)E.*?"
+    found = re.findall(r"Compiling entry function '_Z7wo_gemmILi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)E.*?"
                        r"Used (\d+) registers", log, re.S)  # each instance's template arguments and registers
     assert len(found) == len(names), log
-    for *args, regs in found:
-        c = names[f"wo_gemm<{', '.join(args)}>"]
-        real = occupancy(32 * G.CONFIGS[c].warps, int(regs), G.shared_bytes(4, 16, c)).blocks_per_sm
-        assert G.estimated_blocks_per_sm(4, 16, c) == real, (c, regs, G.estimated_registers(4, 16, c))
+    for *args, kw, regs in found:
+        c = names[f"wo_gemm<{', '.join(args)}{', ' + kw if kw != '1' else ''}>"]
+        real = occupancy(G.CONFIGS[c].threads, int(regs), O.shared_bytes(4, 16, c)).blocks_per_sm
+        assert O.estimated_blocks_per_sm(4, 16, c) == real, (c, regs, O.estimated_registers(4, 16, c))
 
 
 @pytest.mark.parametrize("n, k", [(4096, 4096), (11008, 4096), (4096, 11008)])
@@ -186,14 +187,14 @@ def test_the_candidates_fill_the_resident_blocks_within_the_caps(n, k):
             assert all(1 <= s <= G.most_split(k, c) <= G.MAX_SPLIT for c, s in got), got
             assert got[0] == ("a", G.rule_split(n, k, "a", sms))  # the rule's launch stays, first
             for c in G.CONFIGS:
-                per_sm, _ = G.blocks_per_sm(bits, m, c)
+                per_sm, _ = O.blocks_per_sm(bits, m, c)
                 fill = G.fill_split(n, k, c, per_sm, sms)
                 assert (G.kernel_name(bits, m, c), fill) in instances, (bits, m, c, fill, got)
                 blocks, capacity = G.column_blocks(n, c), sms * per_sm
                 assert fill * blocks <= capacity or fill == 1
                 assert fill == G.most_split(k, c) or (fill + 1) * blocks > capacity  # no room for another slice
     # the occupancy reaches past the two-blocks rule: config a holds more than two blocks an SM at M <= 16
-    assert G.fill_split(n, k, "a", G.estimated_blocks_per_sm(4, 8, "a"), sms) > G.rule_split(n, k, "a", sms)
+    assert G.fill_split(n, k, "a", O.estimated_blocks_per_sm(4, 8, "a"), sms) > G.rule_split(n, k, "a", sms)
 
 
 def test_the_headline_records_take_the_fastest_course_kernel_per_shape(monkeypatch):
@@ -229,7 +230,7 @@ def test_the_check_writes_its_tables_and_records_and_withholds_records_after_a_f
     monkeypatch.delenv("WORKBOOK_RESULTS", raising=False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(G, "compile_kernels", lambda names=None: None)
-    monkeypatch.setattr(G, "blocks_per_sm", lambda bits, m, c: (G.estimated_blocks_per_sm(bits, m, c), "estimate"))
+    monkeypatch.setattr(O, "blocks_per_sm", lambda bits, m, c: (O.estimated_blocks_per_sm(bits, m, c), "estimate"))
     rows = [{"kernel": kernel, "scheme": scheme, "shape": f"{n}x{k}", "M": 4, "us": us, "lo": us, "hi": us}
             for n, k in C.SHAPES for kernel, scheme, us in (("cuBLAS fp16", "fp16", 30.0),
                                                             ("gemm a s3 w4a16", "w4a16", 12.0))]
@@ -303,3 +304,20 @@ def test_the_dispatch_table_times_only_launches_whose_answers_agree(capsys):
     kept = T.answering({"good": [lambda: right, lambda: right], "bad": [lambda: wrong]}, ref)
     assert list(kept) == ["good"] and len(kept["good"]) == 2
     assert "bad left out of the dispatch table at M = 3" in capsys.readouterr().out
+
+
+def test_blocks_per_sm_asks_the_driver_for_the_compiled_instance_on_a_gpu(monkeypatch):
+    """The GPU path, with the GPU stood in for: the driver is asked about the instance of this M and config, with the
+    config's block size (kw warps a column tile count)."""
+    import types
+
+    asked = []
+    fake_fn = types.SimpleNamespace(kernel=types.SimpleNamespace(ptr=1234))
+    driver = types.SimpleNamespace(occupancyMaxActiveBlocksPerMultiprocessor=lambda ptr, threads, smem:
+                                   asked.append((ptr, threads, smem)) or 3)
+    monkeypatch.setattr(O.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(G, "compiled", lambda name: asked.append(name) or fake_fn)
+    monkeypatch.setattr(G, "cupy_module", lambda: types.SimpleNamespace(cuda=types.SimpleNamespace(driver=driver)))
+    assert O.blocks_per_sm(4, 16, "d") == (3, "driver")
+    assert asked == [G.kernel_name(4, 16, "d"), (1234, G.CONFIGS["d"].threads, 0)]
+    assert G.CONFIGS["d"].threads == 32 * G.CONFIGS["d"].warps * 2
