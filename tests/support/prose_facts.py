@@ -139,6 +139,7 @@ CH02, CH03, CH04 = ("02_gpu_architecture",), ("03_memory_hierarchy",), ("04_warp
 CH05, CH05B = ("05_quantization_fundamentals",), ("05b_quantization_explorer",)
 LAB05, LAB07 = ("lab05_entropy_calibration",), ("lab07_qat",)
 LAB09, LAB11 = ("lab09_troubleshoot",), ("lab11_gemm_kernels",)
+LAB13 = ("lab13_weight_only_gemv",)
 GUIDE = "NVIDIA CUDA C++ Programming Guide"
 
 FACTS: tuple[Fact, ...] = (
@@ -216,4 +217,8 @@ FACTS: tuple[Fact, ...] = (
     Fact(680, "FLOPs per byte of an n³ FP32 GEMM at minimum DRAM traffic, 2n³ / 12n² = n / 6, for n = 4096, "
               "to two digits", "arithmetic on helpers.labs.lab11_gemm_kernels.bench.N", LAB11,
          _const("helpers.labs.lab11_gemm_kernels.bench", "N", lambda n: round(n / 6, -1))),
+    Fact(16, "rows (M) and inputs (K) of one mma.sync m16n8k16 tile, the instruction chapter 12's GEMM runs",
+         "PTX ISA, warp-level matrix multiply-accumulate, shape .m16n8k16", LAB13),
+    Fact(8, "columns (N) of one mma.sync m16n8k16 tile",
+         "PTX ISA, warp-level matrix multiply-accumulate, shape .m16n8k16", LAB13),
 )

@@ -1,7 +1,8 @@
 """Lab 13 on the student's side: the lab's weight format, the runs of its three exercises (unpack two INT4 codes,
 a warp's sum, the W4A16 GEMV) and their checks, what the lab shows in the simulator (bytes loaded per weight
 byte), and the GPU part without a GPU: one note, then, only once the student's kernels pass, the official
-solution's stored GPU run, labelled as such (``bench`` times it on a GPU).
+solution's stored GPU run, labelled as such (``bench`` times it on a GPU); last, also only after the student's
+kernels pass, an optional walk-through of chapter 12's stored batch table (why the GEMV stops paying at M > 1).
 
 The format is the course's (``helpers.quant.weight_only``): two codes a byte, element 2j in the low nibble of
 byte j, one float32 scale per row and group of consecutive inputs. GPU kernels store each code offset-binary,
@@ -294,3 +295,89 @@ def speed_sentences() -> list[str]:
                          + ("yours" if mine else "the official solution's") + ": {verdict}.",
                          {"c": "lab13.course_over_yours"}, verdict=findings.faster_slower("c"),
                          zh="课程的快速内核速度是" + subject_zh + "的 {c:.2f} 倍：{verdict}。")]
+
+
+# ---------- beyond batch 1: an optional walk-through of chapter 12's stored runs (not the student's kernel) ----------
+
+BATCH_SHAPE = "11008x4096"  # LLaMA-7B's gate projection, the layer chapter 12's batch table times
+BATCH_KERNELS = {"fp16_cuBLAS": "FP16 cuBLAS", "w4a16_CUDA": "W4A16 GEMV", "w4a16_tensorcore_GEMM": "W4A16 GEMM"}
+
+
+def batch_us(recs: list) -> dict[tuple[int, str], float]:
+    """{(M, kernel): µs} of chapter 12's batch table (ch12.batch.<kernel>.m<M>.<shape>) at BATCH_SHAPE."""
+    out = {}
+    for r in recs:
+        parts = r.name.split(".")
+        if len(parts) == 5 and parts[:2] == ["ch12", "batch"] and parts[4] == BATCH_SHAPE and parts[2] in BATCH_KERNELS:
+            out[(int(parts[3][1:]), parts[2])] = r.value
+    return out
+
+
+def batch_rows(us: dict[tuple[int, str], float]) -> list[dict]:
+    """One row per batch M: each kernel's µs, and the two W4A16 kernels' speed over FP16 cuBLAS."""
+    rows = []
+    for m in sorted({m for m, _ in us}):
+        fp16, row = us.get((m, "fp16_cuBLAS")), {"M": m}
+        for kernel, label in BATCH_KERNELS.items():
+            v = us.get((m, kernel))
+            row[f"{label} µs"] = f"{v:.1f}" if v else "–"
+            if kernel != "fp16_cuBLAS":
+                row[f"{label} × FP16"] = f"{fp16 / v:.2f}" if v and fp16 else "–"
+        rows.append(row)
+    return rows
+
+
+def batch_sentences(us: dict[tuple[int, str], float], tiles: dict[int, tuple[str, float]]) -> list[str]:
+    """What the stored numbers say, each sentence only where they support it: the GEMV's time against M, the GEMM's
+    beside it at the largest M both ran, and Nsight Compute's instructions per weight tile of the GEMM (`tiles`:
+    {M: (its launch config, instructions per tile)}) at M = 1 against the largest M that ran the same config."""
+    gemv = {m: v for (m, k), v in us.items() if k == "w4a16_CUDA"}
+    gemm = {m: v for (m, k), v in us.items() if k == "w4a16_tensorcore_GEMM"}
+    out = []
+    if len(gemv) >= 2:
+        lo, hi = min(gemv), max(gemv)
+        trend = ("grows with the batch, although the weight bytes it reads stay the same" if gemv[hi] > 1.5 * gemv[lo]
+                 else "barely moves with the batch")
+        out.append(f"The W4A16 GEMV takes {gemv[lo]:.1f} µs at M = {lo} and {gemv[hi]:.1f} µs at M = {hi}: its time "
+                   f"{trend}. / GEMV 在 M = {lo} 时用 {gemv[lo]:.1f} µs，M = {hi} 时用 {gemv[hi]:.1f} µs。")
+    both = sorted(set(gemv) & set(gemm))
+    if both:
+        m = both[-1]
+        faster = "faster" if gemm[m] < gemv[m] else "slower"
+        out.append(f"At M = {m} the tensor-core GEMM takes {gemm[m]:.1f} µs, {gemv[m] / gemm[m]:.2f}× the GEMV's speed "
+                   f"({faster}). / M = {m} 时张量核 GEMM 用 {gemm[m]:.1f} µs，是 GEMV 速度的 {gemv[m] / gemm[m]:.2f} 倍。")
+    same = [m for m in tiles if m > 1 and 1 in tiles and tiles[m][0] == tiles[1][0]]
+    if same:
+        m, i1, im = max(same), tiles[1][1], tiles[max(same)][1]
+        verdict = (f"so {m} rows cost little more than one" if im < 1.25 * i1
+                   else "so the rows are not free: the count grows with M")
+        out.append(f"Nsight Compute counted {i1:.0f} warp instructions per 32×32 tile of weights for the GEMM at M = 1 "
+                   f"and {im:.0f} at M = {m} (the same tile configuration, {tiles[1][0]}), {verdict}. / "
+                   f"同一启动配置下每个 32×32 权重块的指令数：M = 1 时 {i1:.0f}，M = {m} 时 {im:.0f}。")
+    return out
+
+
+def beyond_batch_one() -> None:
+    """Chapter 12's stored batch table at one LLaMA-7B layer (the stored GPU run nearest to this machine), labelled
+    with card, date and software, then what it says as sentences; or say that none is stored."""
+    from helpers import reference, tables
+
+    cards = [c for c in reference.stored_cards() if batch_us(reference.lookup_all("ch12.batch.", c))]
+    card = reference.nearest_card(cards=cards)
+    if card is None:
+        print("No stored GPU run holds chapter 12's batch table yet; notebook 12 on a GPU stores it.")
+        return
+    recs = reference.lookup_all("ch12.batch.", card)
+    us = batch_us(recs)
+    mine = [r for r in recs if r.name.endswith(BATCH_SHAPE)]
+    sw = reference.software(card, mine)
+    tools = ", ".join(f"{k} {sw[k]}" for k in ("torch", "cuda", "python") if k in sw)
+    tables.show(batch_rows(us), caption=f"Chapter 12's stored run, not yours: one {BATCH_SHAPE.replace('x', '×')} "
+                                        f"layer at batch M ({mine[0].device}, {mine[0].date}; {tools}; "
+                                        f"{reference.card_note(card)})")
+    per_tile = {int(r.extra["M"]): (str(r.extra.get("launch", "")).split(",")[0],
+                                     float(r.extra["instructions_per_tile"]))
+                for r in reference.lookup_all("ch12.gemm_ncu.W4A16_GEMM.", card)
+                if "instructions_per_tile" in r.extra and "M" in r.extra}
+    for sentence in batch_sentences(us, per_tile):
+        print(sentence)
