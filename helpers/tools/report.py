@@ -6,7 +6,8 @@
     python -m helpers.tools.report store-cpu RECORDS.jsonl SUITE.json   (`make cpu-reference`)
     python -m helpers.tools.report store-records OUT.json [--into h200|h100] [--replace-owner]  (another
                                                             command's records into reference/cpu or a card's:
-                                                            the fresh-clone timer, the grading load test)
+                                                            the fresh-clone timer, the grading load test;
+                                                            a card's summary.md is written again)
     python -m helpers.tools.report summarize reference/h200   (its summary.md again, from what it stores)
     python -m helpers.tools.report check-tmp DIR [--allow GLOB]  (nothing left in a private TMPDIR)
 
@@ -238,7 +239,8 @@ def store_cpu(records_file: Path, suite_file: Path) -> Path:
 
 def store_records(records_file: Path, into: str = "cpu", replace_owner: bool = False) -> Path:
     """Add the records another command wrote (not a notebook's) to reference/<into>/results.json, checked first
-    (helpers.tools.report_store): a name another run owns is replaced only with `replace_owner`."""
+    (helpers.tools.report_store): a name another run owns is replaced only with `replace_owner`. A GPU reference's
+    summary.md (a folder with runs.json) is written again, so that it shows what is now stored."""
     records = bench.load_records(records_file) if Path(records_file).is_file() else []
     if not records:
         raise InputError(f"{records_file} holds no records. Pass the JSON file the command wrote, e.g. "
@@ -250,6 +252,8 @@ def store_records(records_file: Path, into: str = "cpu", replace_owner: bool = F
     report_store.check_records(records, dest.parent, str(records_file), replace_owner=replace_owner)
     old = bench.load_records(dest) if dest.exists() else []
     bench.save_records(latest_by_name(old + records), dest)
+    if (dest.parent / "runs.json").is_file():
+        summarize(dest.parent)
     return dest
 
 

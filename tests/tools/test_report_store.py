@@ -70,6 +70,15 @@ def test_cpu_results_are_not_stored_as_a_cards_reference_nor_the_reverse(ref, tm
     assert "grading.z" in {r.name for r in bench.load_records(ref / "h200" / "results.json")}
 
 
+def test_storing_into_a_gpu_reference_writes_its_summary_again(ref, tmp_path):
+    (ref / "h200").mkdir(parents=True, exist_ok=True)
+    (ref / "h200" / "runs.json").write_text("[]", encoding="utf-8")  # a stored GPU run (no notebooks in it here)
+    bench.save_records([_rec("llm.gemm.w4a16_over_fp16.m4", 2.5, device=H200)], tmp_path / "g.json")
+    report.store_records(tmp_path / "g.json", "h200")
+    summary = (ref / "h200" / "summary.md").read_text(encoding="utf-8")
+    assert "`llm.gemm.w4a16_over_fp16.m4` | 2.5 ratio" in summary
+
+
 def test_a_file_does_not_replace_the_suite_time_without_saying_whose_it_is(ref, tmp_path, capsys):
     bench.save_records([_rec("suite.cpu_test_minutes", 3.0, "min", notebook="grading load test")], tmp_path / "s.json")
     _refused(ref, tmp_path / "s.json", "cpu", "suite.cpu_test_minutes is make test's measurement", "--replace-owner")

@@ -87,14 +87,15 @@ def _peak(where: str, repeats: int) -> tuple[float, str]:
     return roofs.gemm_peak(where, table.stored_rows(session_records())) or _gemm_peak(where, repeats)
 
 
-REMEASURE = 2  # times a point far above its roof is measured again, with the roof's GEMM
+REMEASURE = 2  # times a point far above its roof is measured again, with the roof's GEMM and streams
 
 
 def _roofline(repeats: int | None = None) -> Rows:
     """This machine's roofline: its GPU's (1 GiB streams, 20 repeats) when it has one, else its CPU's (128 MiB, 5);
     the roof measured apart from the points (``roofs``). A point more than ``ROOF_SLACK`` above the roof means one of
-    the two measurements was disturbed: both are measured again (the point replaced, the ceiling the faster of its
-    two measurements), up to REMEASURE times; what still lies above is said under the plot."""
+    the two measurements was disturbed: both are measured again (the point replaced; each ceiling, the GEMM peak and
+    the copy and read-only streams, the faster of its measurements), up to REMEASURE times; what still lies above
+    is said under the plot."""
     from tqdm.auto import tqdm
 
     from helpers.device import has_gpu
@@ -112,10 +113,13 @@ def _roofline(repeats: int | None = None) -> Rows:
         if not far:
             break
         tqdm.write(f"{', '.join(sorted(far))}: above the roof by more than {ROOF_SLACK:.0%}, a disturbed measurement;"
-                   " measuring the point and the roof's GEMM again")
+                   " measuring the point and the roof (its GEMM and its streams) again")
         again = {p.name: p for p in roofline.measure_points(device, repeats=repeats)}
         points = [again[p.name] if p.name in far else p for p in points]
         peak = max(peak, _gemm_peak(where, repeats))
+        bw = max(bw, roofline.measure_bandwidth_gbs(device, nbytes=nbytes, repeats=repeats))
+        reads_again = roofline.measure_read_gbs(device, nbytes=nbytes, repeats=repeats)
+        reads = {k: max(v, reads_again.get(k, v)) for k, v in reads.items()}
     return {"points": tables.point_rows(points, where), "bandwidth": [{"where": where, "copy GB/s": bw}],
             "read": [{"where": where, "kernel": k, "read GB/s": v} for k, v in reads.items()],
             "peak": [{"where": where, "peak TFLOP/s": peak[0], "from": peak[1]}]}
