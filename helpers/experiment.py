@@ -36,7 +36,7 @@ Worked example (a chapter package declares, the notebook cell runs and shows):
     result.show("copy", caption="Copy bandwidth")
     result.say("cupy copies at {r:.2f}× D2D: {verdict}.", {"r": "copy.cupy_over_d2d"}, findings.faster_slower("r"))
 
-Serves: core — used by chapters 1–12.
+Serves: core — used by chapters 1–12 and lab 13.
 """
 
 from __future__ import annotations

@@ -88,6 +88,15 @@ def nearest_card(device: str | None = None, cards: Sequence[str] | None = None) 
     return max(cards, key=lambda c: max(r.date for r in load(c)), default=None)
 
 
+def nearest_holding(prefix: str) -> tuple[str | None, list[Record]]:
+    """(card, its records named `prefix`...) of the stored GPU run nearest to this machine among those that hold
+    such records ((None, []) when none does): a lab's "reference run" shown from the card its sentences read
+    (``helpers.findings`` reads the nearest stored run first)."""
+    cards = [c for c in stored_cards() if any(r.name.startswith(prefix) for r in load(c))]
+    card = nearest_card(cards=cards) if cards else None
+    return card, (lookup_all(prefix, card) if card else [])
+
+
 def card_note(card: str, device: str | None = None) -> str:
     """Why `card` is the stored run shown: 'the same card as yours', or 'the newest stored GPU run that holds these
     rows; none of yours'."""

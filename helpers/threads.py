@@ -3,9 +3,9 @@
 Tiny models (the course's classifiers, the QAT and sparsity fine-tunes, the digits MLP) gain little from
 threads on the CPU, and on a busy machine (the reference run's side lanes, a class server) spinning
 threads cost up to ten times the work: chapter 10's sparsity fine-tune, which takes 6 s on a 2-core
-machine, took 38 s in notebook 10 beside other notebooks on a 16-core GPU host with torch's default of
-a thread a core (6.4 s there on one thread). ``torch_threads(1)`` runs such a loop on one thread and gives the old count back however
-the block ends.
+machine, took 38 s in notebook 10 beside other notebooks on the 16-core host of an H100 with torch's default
+of a thread a core (6.4 s there on one thread, 2026-12-07). ``torch_threads(1)`` runs such a loop on one
+thread and gives the old count back however the block ends.
 
 Serves: core — used by chapters 5–12 and labs 06–09.
 """

@@ -114,3 +114,21 @@ def test_stored_runs_carry_their_versions():
 def test_unknown_source_is_rejected():
     with pytest.raises(ValueError, match="h200"):
         reference.results_path("a100")
+
+
+def test_a_labs_reference_run_comes_from_the_nearest_card_that_holds_its_records(monkeypatch):
+    """The card whose records a lab shows is the one its sentences read first: the nearest that holds the prefix,
+    not a fixed H200 (which once showed an H200 table under H100 sentences)."""
+    def rec(name, device, date):
+        return Record(name=name, value=1.0, unit="ratio", device=device, date=date)
+
+    runs = {"h200": (rec("lab13.x", "NVIDIA H200", "2026-12-01"), rec("ch01.y", "NVIDIA H200", "2026-12-01")),
+            "h100": (rec("lab13.x", "NVIDIA H100 80GB HBM3", "2026-12-07"),)}
+    monkeypatch.setattr(reference, "load", lambda source="h200": runs.get(source, ()))
+    monkeypatch.setattr("helpers.device.device_label", lambda: "CPU (x86_64, 2 cores)")
+    card, recs = reference.nearest_holding("lab13.")
+    assert card == "h100" and [r.device for r in recs] == ["NVIDIA H100 80GB HBM3"]  # the newer run, no GPU here
+    monkeypatch.setattr("helpers.device.device_label", lambda: "NVIDIA H200")
+    assert reference.nearest_holding("lab13.")[0] == "h200"  # the same card as this machine's first
+    assert reference.nearest_holding("ch01.")[0] == "h200"   # only it holds these
+    assert reference.nearest_holding("lab99.") == (None, [])

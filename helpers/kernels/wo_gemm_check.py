@@ -116,8 +116,9 @@ def candidates(bits: int, n: int, k: int, m: int, sms: int | None = None) -> lis
 
     Each config at the rule's split (about two blocks an SM), at the split that fills the SMs' resident blocks in
     one wave (wo_gemm.fill_split with wo_gemm_occupancy.blocks_per_sm) and at twice the rule's; then config 'a' at
-    half the rule's and at twice the filling one. Every split within wo_gemm.most_split; configs that compile to the same
-    instance at this M (W8's 'c' is 'a') are timed once.
+    half the rule's and at twice the filling one. Every split within wo_gemm.most_split; configs that compile to the
+    same instance at this M (W8's 'c' is 'a') are timed once. With six configs the cap is reached after the rule's
+    and the filling splits, so the later ones are timed only where those coincide.
     """
     sms = sms or G.sm_count()
     rule = {c: G.rule_split(n, k, c, sms) for c in G.CONFIGS}

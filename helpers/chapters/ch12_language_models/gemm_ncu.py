@@ -53,11 +53,15 @@ def runs(kernel: str) -> tuple[str, str]:
     return ("gemv", "w4a16") if kernel == GEMV else ("gemm", kernel.split()[0].lower())
 
 
-def parse(text: str, launches: dict[str, str] | None = None, sms: int = 132) -> list[dict[str, Any]]:
+def parse(text: str, launches: dict[str, str] | None = None, sms: int | None = None) -> list[dict[str, Any]]:
     """Rows from ncu's --csv output (read by chapter 11's ``profiling.parse_ncu_csv``): one per profiled kernel, in
     launch order (a split-K GEMM's separate finishing pass is left out); `launches` names each GEMM's (config,
-    split) by its NVTX range; `sms` is the GPU's SM count (for the warps the grid gives each)."""
+    split) by its NVTX range; `sms` is the GPU's SM count (for the warps the grid gives each; default an H100 SXM's,
+    wo_gemm.SMS)."""
     from helpers.chapters.ch11_troubleshooting.profiling import UNIT_SCALE, parse_ncu_csv
+    from helpers.kernels.wo_gemm import SMS
+
+    sms = sms or SMS
 
     by: dict[int, dict[str, Any]] = {}
     for r in parse_ncu_csv(text):

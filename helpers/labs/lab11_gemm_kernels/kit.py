@@ -253,17 +253,18 @@ def show_stored() -> None:
     from helpers import reference, tables
     from helpers.labs.lab11_gemm_kernels import bench as gemm_bench
 
-    recs = {r.name: r for r in reference.lookup_all("lab11.")}
+    card, found = reference.nearest_holding("lab11.")
+    recs = {r.name: r for r in found}
     if not recs:
-        print("No GPU timings of lab 11 are stored yet (reference/h200/results.json has no lab11.* record); "
-              "the next GPU reference run adds them.")
+        print("No GPU timings of lab 11 are stored yet (no stored GPU run has a lab11.* record); the next GPU "
+              "reference run adds them.")
         return
     first = next(iter(recs.values()))
     rows = [{"step": _solutions(str(r.extra.get("label", n))), "rate": f"{r.value:.3g} {r.unit}"}
             for n, r in recs.items() if n.endswith("_tops")]
     rows += [{"step": n, "rate": f"{recs[n].value:.2f}×"} for n in gemm_bench.SPEEDUPS if n in recs]
     tables.show(rows, caption=f"The reference run, not yours: the official solution's kernels ({first.device}, "
-                              f"{first.date})")
+                              f"{first.date}; {reference.card_note(card)})")
     steps = [dataclasses.replace(s, label=_solutions(s.label)) for s in gemm_bench.steps_from_records(recs.values())]
     bw = recs.get("lab11.bandwidth_gbs")
     if steps and bw:

@@ -160,13 +160,13 @@ def show_stored() -> None:
     speed-ups, or say that none are stored yet."""
     from helpers import reference, tables
 
-    recs = reference.lookup_all("lab12.")
+    card, recs = reference.nearest_holding("lab12.")
     if not recs:
-        print("No GPU timings of lab 12 are stored yet (reference/h200/results.json has no lab12.* record); "
-              "the next GPU reference run adds them.")
+        print("No GPU timings of lab 12 are stored yet (no stored GPU run has a lab12.* record); the next GPU "
+              "reference run adds them.")
         return
     tables.show([{"kernel": r.name.removeprefix("lab12.").removesuffix("_gvals"), "rate": f"{r.value:.3g} {r.unit}"}
                  for r in recs if r.name.endswith("_gvals")],
                 caption=f"The reference run, not yours: the official solution's kernels ({recs[0].device}, "
-                        f"{recs[0].date})")
+                        f"{recs[0].date}; {reference.card_note(card)})")
     speedup_sentences()

@@ -268,15 +268,16 @@ def show_stored() -> None:
     software (never as yours), then its speed-ups as sentences; or say that none are stored."""
     from helpers import reference, tables
 
-    recs = reference.lookup_all("lab13.")
+    card, recs = reference.nearest_holding("lab13.")
     if not recs:
-        print("No GPU timings of lab 13 are stored yet (reference/h200/results.json has no lab13.* record); "
-              "the next GPU reference run adds them.")
+        print("No GPU timings of lab 13 are stored yet (no stored GPU run has a lab13.* record); the next GPU "
+              "reference run adds them.")
         return
-    sw = reference.software("h200", recs)
+    sw = reference.software(card, recs)
     tools = ", ".join(f"{k} {sw[k]}" for k in ("torch", "cuda", "numba", "cupy", "python") if k in sw)
     tables.show(stored_rows(recs), caption=f"The reference run, not yours: the official solution's kernel beside "
-                                           f"the course's ({recs[0].device}, {recs[0].date}; {tools})")
+                                           f"the course's ({recs[0].device}, {recs[0].date}; {tools}; "
+                                           f"{reference.card_note(card)})")
     speed_sentences()
 
 
@@ -299,29 +300,25 @@ def speed_sentences() -> list[str]:
 
 # ---------- beyond batch 1: an optional walk-through of chapter 12's stored runs (not the student's kernel) ----------
 
-BATCH_SHAPE = "11008x4096"  # LLaMA-7B's gate projection, the layer chapter 12's batch table times
-BATCH_KERNELS = {"fp16_cuBLAS": "FP16 cuBLAS", "w4a16_CUDA": "W4A16 GEMV", "w4a16_tensorcore_GEMM": "W4A16 GEMM"}
+BATCH_SHAPE = "11008×4096"  # LLaMA-7B's gate projection, the layer chapter 12's batch table times
+GEMV, GEMM, FP16 = "w4a16 CUDA", "w4a16 tensor-core GEMM", "fp16 cuBLAS"  # its kernels, as its table names them
+BATCH_KERNELS = {FP16: "FP16 cuBLAS", GEMV: "W4A16 GEMV", GEMM: "W4A16 GEMM"}
 
 
-def batch_us(recs: list) -> dict[tuple[int, str], float]:
-    """{(M, kernel): µs} of chapter 12's batch table (ch12.batch.<kernel>.m<M>.<shape>) at BATCH_SHAPE."""
-    out = {}
-    for r in recs:
-        parts = r.name.split(".")
-        if len(parts) == 5 and parts[:2] == ["ch12", "batch"] and parts[4] == BATCH_SHAPE and parts[2] in BATCH_KERNELS:
-            out[(int(parts[3][1:]), parts[2])] = r.value
-    return out
+def batch_us(rows: list[dict]) -> dict[tuple[int, str], float]:
+    """{(M, kernel): µs} at BATCH_SHAPE from chapter 12's batch table (rows as its SWEEP experiment gives them)."""
+    return {(r["M"], r["kernel"]): r["µs"] for r in rows if r["N×K"] == BATCH_SHAPE and r["kernel"] in BATCH_KERNELS}
 
 
 def batch_rows(us: dict[tuple[int, str], float]) -> list[dict]:
     """One row per batch M: each kernel's µs, and the two W4A16 kernels' speed over FP16 cuBLAS."""
     rows = []
     for m in sorted({m for m, _ in us}):
-        fp16, row = us.get((m, "fp16_cuBLAS")), {"M": m}
+        fp16, row = us.get((m, FP16)), {"M": m}
         for kernel, label in BATCH_KERNELS.items():
             v = us.get((m, kernel))
             row[f"{label} µs"] = f"{v:.1f}" if v else "–"
-            if kernel != "fp16_cuBLAS":
+            if kernel != FP16:
                 row[f"{label} × FP16"] = f"{fp16 / v:.2f}" if v and fp16 else "–"
         rows.append(row)
     return rows
@@ -331,8 +328,8 @@ def batch_sentences(us: dict[tuple[int, str], float], tiles: dict[int, tuple[str
     """What the stored numbers say, each sentence only where they support it: the GEMV's time against M, the GEMM's
     beside it at the largest M both ran, and Nsight Compute's instructions per weight tile of the GEMM (`tiles`:
     {M: (its launch config, instructions per tile)}) at M = 1 against the largest M that ran the same config."""
-    gemv = {m: v for (m, k), v in us.items() if k == "w4a16_CUDA"}
-    gemm = {m: v for (m, k), v in us.items() if k == "w4a16_tensorcore_GEMM"}
+    gemv = {m: v for (m, k), v in us.items() if k == GEMV}
+    gemm = {m: v for (m, k), v in us.items() if k == GEMM}
     out = []
     if len(gemv) >= 2:
         lo, hi = min(gemv), max(gemv)
@@ -358,26 +355,22 @@ def batch_sentences(us: dict[tuple[int, str], float], tiles: dict[int, tuple[str
 
 
 def beyond_batch_one() -> None:
-    """Chapter 12's stored batch table at one LLaMA-7B layer (the stored GPU run nearest to this machine), labelled
-    with card, date and software, then what it says as sentences; or say that none is stored."""
-    from helpers import reference, tables
+    """Chapter 12's stored batch table at one LLaMA-7B layer (read with its own Table, from the stored GPU run nearest
+    to this machine that holds it, labelled as stored runs are) and its Nsight Compute rows of the same run; then what
+    they say as sentences; or say that none is stored."""
+    from helpers import reference
+    from helpers.chapters.ch12_language_models import tables as ch12
+    from helpers.tables import show
 
-    cards = [c for c in reference.stored_cards() if batch_us(reference.lookup_all("ch12.batch.", c))]
-    card = reference.nearest_card(cards=cards)
-    if card is None:
+    card, recs = reference.nearest_holding(f"{ch12.BATCH.prefix}.")
+    us = batch_us(ch12.BATCH.stored_rows(recs))
+    if not us:
         print("No stored GPU run holds chapter 12's batch table yet; notebook 12 on a GPU stores it.")
         return
-    recs = reference.lookup_all("ch12.batch.", card)
-    us = batch_us(recs)
-    mine = [r for r in recs if r.name.endswith(BATCH_SHAPE)]
-    sw = reference.software(card, mine)
-    tools = ", ".join(f"{k} {sw[k]}" for k in ("torch", "cuda", "python") if k in sw)
-    tables.show(batch_rows(us), caption=f"Chapter 12's stored run, not yours: one {BATCH_SHAPE.replace('x', '×')} "
-                                        f"layer at batch M ({mine[0].device}, {mine[0].date}; {tools}; "
-                                        f"{reference.card_note(card)})")
-    per_tile = {int(r.extra["M"]): (str(r.extra.get("launch", "")).split(",")[0],
-                                     float(r.extra["instructions_per_tile"]))
-                for r in reference.lookup_all("ch12.gemm_ncu.W4A16_GEMM.", card)
-                if "instructions_per_tile" in r.extra and "M" in r.extra}
-    for sentence in batch_sentences(us, per_tile):
+    show(batch_rows(us), caption=f"Chapter 12's stored run, not yours: one {BATCH_SHAPE} layer at batch M "
+                                 f"({reference.stored_label(card)}; {reference.card_note(card)})")
+    tiles = {r["M"]: (str(r.get("launch") or "").split(",")[0], r["instructions / tile"])
+             for r in ch12.GEMM_NCU.stored_rows(reference.load(card))
+             if r["kernel"] == "W4A16 GEMM" and r.get("instructions / tile") is not None}
+    for sentence in batch_sentences(us, tiles):
         print(sentence)

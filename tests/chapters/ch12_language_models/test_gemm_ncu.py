@@ -1,7 +1,7 @@
 """Chapter 12's Nsight Compute view of the tensor-core GEMM: ncu's CSV read into rows, and the verdict it supports.
 
-The fixture is real ncu output (gemm_ncu.profile on an H100, 2026-12-07, the run stored in reference/h100), trimmed to
-the counters the module reads."""
+The fixture is real ncu output (gemm_ncu.profile on an H100, 2026-12-07, the first of that day's two stored runs of
+notebook 12; reference/h100 now holds the second), trimmed to the counters the module reads."""
 
 from pathlib import Path
 

@@ -135,8 +135,7 @@ def test_without_a_gpu_the_stored_timing_is_shown_with_device_date_and_software(
 def test_beyond_batch_one_reads_chapter_12s_batch_table_and_says_only_what_it_supports():
     from helpers.labs.lab13_weight_only_gemv import kit
 
-    us = {(1, "fp16_cuBLAS"): 36.0, (1, "w4a16_CUDA"): 12.0, (8, "fp16_cuBLAS"): 36.0, (8, "w4a16_CUDA"): 48.0,
-          (8, "w4a16_tensorcore_GEMM"): 16.0}
+    us = {(1, kit.FP16): 36.0, (1, kit.GEMV): 12.0, (8, kit.FP16): 36.0, (8, kit.GEMV): 48.0, (8, kit.GEMM): 16.0}
     rows = kit.batch_rows(us)
     assert [r["M"] for r in rows] == [1, 8]
     assert rows[0]["W4A16 GEMV × FP16"] == "3.00" and rows[0]["W4A16 GEMM µs"] == "–"
@@ -144,18 +143,19 @@ def test_beyond_batch_one_reads_chapter_12s_batch_table_and_says_only_what_it_su
     said = kit.batch_sentences(us, {1: ("config c", 124.0), 8: ("config c", 131.0), 16: ("config d", 162.0)})
     assert "grows with the batch" in said[0] and "3.00× the GEMV's speed (faster)" in said[1]
     assert "131 at M = 8" in said[2] and "little more than one" in said[2]  # M = 16 ran another config: not compared
-    flat = kit.batch_sentences({**us, (8, "w4a16_CUDA"): 13.0}, {1: ("config c", 100.0), 4: ("config c", 140.0)})
+    flat = kit.batch_sentences({**us, (8, kit.GEMV): 13.0}, {1: ("config c", 100.0), 4: ("config c", 140.0)})
     assert "barely moves" in flat[0] and "(slower)" in flat[1] and "not free" in flat[2]
     assert kit.batch_sentences({}, {16: ("config d", 1.0)}) == []
 
 
 def test_beyond_batch_one_shows_a_stored_run_labelled_as_chapter_12s(capsys):
     from helpers import reference
+    from helpers.chapters.ch12_language_models import tables as ch12
     from helpers.labs.lab13_weight_only_gemv import kit
 
     kit.beyond_batch_one()
     out = capsys.readouterr().out
-    if any(kit.batch_us(reference.lookup_all("ch12.batch.", c)) for c in reference.stored_cards()):
-        assert "Chapter 12's stored run, not yours" in out and "W4A16 GEMV" in out
+    if any(kit.batch_us(ch12.BATCH.stored_rows(reference.load(c))) for c in reference.stored_cards()):
+        assert "Chapter 12's stored run, not yours" in out and "W4A16 GEMV" in out and "stored reference" in out
     else:
         assert "No stored GPU run holds chapter 12's batch table" in out
