@@ -44,6 +44,20 @@ def cupy_module() -> Any:
     return require_package("cupy", CUPY_INSTALL, "the CUDA C kernels are launched through cupy")
 
 
+_streams: dict[int, Any] = {}
+
+
+def torch_stream() -> Any:
+    """cupy's view of torch's current stream, as a context for launches (so that graph capture and torch's ordering
+    see them)."""
+    import torch
+
+    ptr = torch.cuda.current_stream().cuda_stream
+    if ptr not in _streams:
+        _streams[ptr] = cupy_module().cuda.ExternalStream(ptr)
+    return _streams[ptr]
+
+
 def bound_launch(name: str, function: str, blocks: Any, threads: Any, args: tuple) -> Callable[[], Any]:
     """A zero-argument cupy launch of one kernel with pre-built arguments (no per-call validation)."""
     k = kernel(name, function)

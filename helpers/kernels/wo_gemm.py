@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from helpers.errors import InputError
-from helpers.kernels.cuda_source import HERE, cupy_module
+from helpers.kernels.cuda_source import HERE, cupy_module, torch_stream
 from helpers.quant import weight_only as wo
 from helpers.quant import wo_layout
 
@@ -241,7 +241,6 @@ _functions: dict[str, Any] = {}
 _workspaces: dict[tuple, torch.Tensor] = {}
 MAX_BLOCKS_X = 4096  # column blocks a split launch may have (one arrival counter each)
 FUSED_FINISH = [True]  # split-K finishes in the kernel's last block (False: a second pass, wo_gemm_finish)
-_streams: dict[int, Any] = {}
 
 
 @functools.cache
@@ -268,14 +267,6 @@ def compiled(name: str) -> Any:
     """The compiled cupy function of one instance (e.g. kernel_name(4, 8, 'a')), compiling it first if needed."""
     compile_kernels([name])
     return _functions[name]
-
-
-def _stream() -> Any:
-    """cupy's view of torch's current stream (so that graph capture and torch ordering see the launch)."""
-    ptr = torch.cuda.current_stream().cuda_stream
-    if ptr not in _streams:
-        _streams[ptr] = cupy_module().cuda.ExternalStream(ptr)
-    return _streams[ptr]
 
 
 def _launch_inputs(x: Any, p: Any, out: Any) -> tuple[int, torch.Tensor, torch.Tensor]:
@@ -352,7 +343,7 @@ def gemm(x: torch.Tensor, p: GemmWeight, split_k: int | None = None, config: str
     blocks = -(-p.n_pad // (32 * c.warps))
     arrived = _counters(x.device) if ws is not None and fused and blocks <= MAX_BLOCKS_X else None
     gshift = max(p.group, 1).bit_length() - 1
-    with _stream():
+    with torch_stream():
         _functions[name]((blocks, split_k), (c.threads,),
                          (_ptr(p.data), _ptr(p.scale), _ptr(x), _ptr(y), _ptr(ws), _ptr(arrived), np.int32(m),
                           np.int32(p.n), np.int32(p.n_pad), np.int32(p.k), np.int32(gshift)))

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from helpers.errors import InputError
-from helpers.kernels.cuda_source import HERE, cupy_module
+from helpers.kernels.cuda_source import HERE, cupy_module, torch_stream
 from helpers.quant import weight_only as wo
 from helpers.quant import wo_layout
 from helpers.validation import require_choice, require_int_range
@@ -167,17 +167,6 @@ def _check(x: Any, w: WoWeight, cfg: Config, glu: bool, residual: Any, out: Any)
     return m, n_out
 
 
-_streams: dict[int, Any] = {}
-
-
-def _stream() -> Any:
-    """cupy's view of torch's current stream (so that graph capture and torch ordering see the launch)."""
-    ptr = torch.cuda.current_stream().cuda_stream
-    if ptr not in _streams:
-        _streams[ptr] = cupy_module().cuda.ExternalStream(ptr)
-    return _streams[ptr]
-
-
 def describe(w: WoWeight, cfg: Config) -> str:
     """A kernel and launch in words, the same in every table: 'w4a16 g128 magic r4 s4' or 'w8a16 naive'."""
     kind = {16: "fp16", 8: "w8a16", 4: f"w4a16 g{w.group}"}[w.bits]
@@ -235,7 +224,7 @@ def gemv(x: torch.Tensor, w: WoWeight, *, norm_eps: float | None = None, residua
         raise InputError(f"config.split={cfg.split} asks for {32 * cfg.split} threads a block, but {name} uses "
                          f"{fn.num_regs} registers a thread, which allows {fn.max_threads_per_block}; use split <= "
                          f"{fn.max_threads_per_block // 32} (or fewer rows) for batch {m}.")
-    with _stream():
+    with torch_stream():
         if cfg.naive:
             args: tuple = (_ptr(w.data), _ptr(w.scale), _ptr(x), _ptr(y), np.int32(w.n), np.int32(w.k))
             if w.bits == 4:
@@ -243,10 +232,10 @@ def gemv(x: torch.Tensor, w: WoWeight, *, norm_eps: float | None = None, residua
             fn(((w.n + 3) // 4,), (32, 4), args)
         else:
             per_block = cfg.rows // 2 if glu else cfg.rows
-            fn((n_out // per_block,), (32, cfg.split),
-               (_ptr(w.data), _ptr(w.scale), _ptr(x.contiguous()), _ptr(residual), _ptr(y), np.int32(n_out),
-                np.int32(w.k), np.int32(max(w.group, 1).bit_length() - 1), np.int32(int(glu)),
-                np.float32(1e-5 if norm_eps is None else norm_eps)))
+            args = (_ptr(w.data), _ptr(w.scale), _ptr(x.contiguous()), _ptr(residual), _ptr(y), np.int32(n_out),
+                    np.int32(w.k), np.int32(max(w.group, 1).bit_length() - 1), np.int32(int(glu)),
+                    np.float32(1e-5 if norm_eps is None else norm_eps))
+            fn((n_out // per_block,), (32, cfg.split), args)
     return y
 
 

@@ -10,7 +10,7 @@ import torch
 
 from helpers.errors import InputError
 from helpers.kernels import wo_gemm as G
-from helpers.kernels import wo_gemm_nvrtc as nv
+from helpers.kernels import nvrtc_compile as nv
 from helpers.kernels import wo_gemm_occupancy as O
 from helpers.kernels import wo_gemm_twin as twin
 from helpers.quant import weight_only as wo
@@ -81,10 +81,10 @@ def test_a_wrong_scale_layout_is_caught(w16):
 @pytest.mark.skipif(not nv.available(), reason="needs cuda-bindings (NVRTC) and a cuda_fp16.h")
 def test_the_kernel_compiles_for_hopper_without_spills():
     names = [G.kernel_name(4, 1, "a"), G.kernel_name(8, 64, "b")]
-    ok, log = nv.compile_log(names, "sm_90")
+    ok, log = nv.compile_log("wo_gemm", names, "sm_90")
     assert ok, log
     assert nv.spills(log) and max(nv.spills(log)) == 0, log
-    bad_ok, bad_log = nv.compile_log(["wo_gemm<4, 1, 4, 4>"], "sm_90")  # a planted error: a template argument missing
+    bad_ok, bad_log = nv.compile_log("wo_gemm", ["wo_gemm<4, 1, 4, 4>"], "sm_90")  # a planted error: a template argument missing
     assert not bad_ok and "error" in bad_log
 
 
@@ -163,7 +163,7 @@ def test_the_register_estimate_gives_ptxas_occupancy_at_small_m():
     from helpers.kernels.occupancy import occupancy
 
     names = {G.kernel_name(4, 16, c): c for c in G.CONFIGS}
-    ok, log = nv.compile_log(list(names), "sm_90")
+    ok, log = nv.compile_log("wo_gemm", list(names), "sm_90")
     assert ok, log
     found = re.findall(r"Compiling entry function '_Z7wo_gemmILi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)E.*?"
                        r"Used (\d+) registers", log, re.S)  # each instance's template arguments and registers

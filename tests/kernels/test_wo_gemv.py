@@ -127,3 +127,4 @@ def test_launches_are_captured_in_a_cuda_graph():
     g.replay()
     torch.cuda.synchronize()
     assert _err(y, wg.reference(x, pw)) < 5e-3
+

@@ -10,10 +10,14 @@ elementwise kernel in a real model). The paths, each captured as one CUDA graph:
                           adds fused in (the RMSNorm gains are folded into the weights)
     <kind> fused (CUDA)   the CUDA GEMVs of `helpers.kernels.wo_gemv` with the same fusions, for kind fp16, w8a16
                           and w4a16 (g128)
+Both fused kinds of path attend with the course's decode attention (`helpers.kernels.decode_attention`: the cache
+split into chunks so that every SM reads a part, the new key and value written by the same kernel); the eager path
+with PyTorch's scaled_dot_product_attention and two cache writes.
 The output head stays FP16 in every path, as in most INT4 deployments.
 
 A batch of B sequences (``build_batch``, ``step_batch``) decodes one token for each per step, every sequence with
-its own KV cache; the paths differ only in their GEMMs, everything else is the same PyTorch ops:
+its own KV cache; the paths differ only in their GEMMs, everything else is the same on every path (PyTorch ops, and
+the course's decode attention):
     fp16 (cuBLAS)         F.linear
     <kind> GEMM (CUDA)    the tensor-core weight-only GEMM (w8a16, w4a16 g128): per GEMM shape and batch, the fastest
                           of `helpers.kernels.wo_gemm`'s launches, as measured on this GPU (``measure_launches``)
@@ -30,6 +34,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from helpers.kernels import decode_attention as da
 from helpers.kernels import triton_gemv as tg
 from helpers.kernels import wo_gemm as wm
 from helpers.kernels import wo_gemv as wg
@@ -91,7 +96,7 @@ def build(shape: StackShape, kinds: tuple[tuple[str, str], ...] = PATHS, seed: i
             "x": torch.randn(d, device=device, generator=gen, dtype=torch.float16)}
 
 
-def _attend(qkv: torch.Tensor, cache: torch.Tensor, shape: StackShape) -> torch.Tensor:
+def torch_attend(qkv: torch.Tensor, cache: torch.Tensor, shape: StackShape) -> torch.Tensor:
     """Write k, v at the last cache position and attend the query over the whole cache."""
     dh = shape.d // shape.heads
     q, kv = qkv.view(3, shape.heads, dh)[0], qkv.view(3, shape.heads, dh)[1:]
@@ -110,7 +115,7 @@ def step_eager(m: dict[str, Any]) -> torch.Tensor:
     """One decode step with cuBLAS FP16 GEMVs and separate PyTorch ops."""
     shape, x = m["shape"], m["x"]
     for i, w in enumerate(m["dense"]):
-        a = _attend(F.linear(_rmsnorm(x), w["qkv"]), m["cache"][i], shape)
+        a = torch_attend(F.linear(_rmsnorm(x), w["qkv"]), m["cache"][i], shape)
         x = x + F.linear(a, w["o"])
         g, u = F.linear(_rmsnorm(x), w["gu"]).split(shape.ffn)
         x = x + F.linear(F.silu(g) * u, w["down"])
@@ -118,11 +123,11 @@ def step_eager(m: dict[str, Any]) -> torch.Tensor:
 
 
 def step_fused(m: dict[str, Any], path: str) -> torch.Tensor:
-    """One decode step of a fused path ('w4a16 fused (CUDA)', ...): its GEMVs with the fusions."""
+    """One decode step of a fused path ('w4a16 fused (CUDA)', ...): its GEMVs with the fusions, the course's attention."""
     shape, x = m["shape"], m["x"]
     gemv = tg.gemv if path.endswith("(Triton)") else wg.gemv
     for i, w in enumerate(m["layers"][path]):
-        a = _attend(gemv(x, w["qkv"], norm_eps=EPS), m["cache"][i], shape)
+        a = attend(gemv(x, w["qkv"], norm_eps=EPS), m["cache"][i], shape)
         x = gemv(a, w["o"], residual=x)
         h = gemv(x, w["gu"], norm_eps=EPS, glu=True)
         x = gemv(h, w["down"], residual=x)
@@ -224,7 +229,7 @@ def measure_launches(shape: StackShape, batches: tuple[int, ...]) -> tuple[dict[
     return table, rows
 
 
-def _attend_batch(qkv: torch.Tensor, cache: torch.Tensor, shape: StackShape) -> torch.Tensor:
+def torch_attend_batch(qkv: torch.Tensor, cache: torch.Tensor, shape: StackShape) -> torch.Tensor:
     """Each sequence's new key and value written at its cache's last position; its query attends over its cache."""
     b, dh = qkv.shape[0], shape.d // shape.heads
     q, k, v = qkv.view(b, 3, shape.heads, dh).unbind(1)
@@ -232,6 +237,14 @@ def _attend_batch(qkv: torch.Tensor, cache: torch.Tensor, shape: StackShape) -> 
     cache[1, :, :, shape.context - 1] = v
     out = F.scaled_dot_product_attention(q[:, :, None, :], cache[0], cache[1])
     return out.reshape(b, shape.d)
+
+
+def attend(qkv: torch.Tensor, cache: torch.Tensor, shape: StackShape) -> torch.Tensor:
+    """The fused and batched paths' attention: the course's decode attention kernel on a GPU when the head dimension
+    is its 128, else PyTorch's (``torch_attend``, ``torch_attend_batch``)."""
+    if qkv.is_cuda and shape.d // shape.heads == da.DH:
+        return da.attend(qkv, cache, shape.heads)
+    return torch_attend(qkv, cache, shape) if qkv.ndim == 1 else torch_attend_batch(qkv, cache, shape)
 
 
 def _rmsnorm_rows(x: torch.Tensor) -> torch.Tensor:
@@ -263,7 +276,7 @@ def step_batch(m: dict[str, Any], path: str) -> torch.Tensor:
             return wm.gemm(x, w) if x.is_cuda else wm.reference(x, w)
     x = m["x"]
     for i, w in enumerate(weights):
-        a = _attend_batch(lin(_rmsnorm_rows(x), w["qkv"]), m["cache"][i], shape)
+        a = attend(lin(_rmsnorm_rows(x), w["qkv"]), m["cache"][i], shape)
         x = x + lin(a, w["o"])
         g, u = lin(_rmsnorm_rows(x), w["gu"]).split(shape.ffn, dim=-1)
         x = x + lin(F.silu(g) * u, w["down"])

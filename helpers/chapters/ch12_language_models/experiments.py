@@ -6,7 +6,8 @@
     PROFILE  Nsight Compute's counts of the path's kernels (needs ncu)
     SWEEP    one 11008×4096 layer at batch M = 1..4096, every scheme interleaved; the batch table (M <= 8) is
              read from the same timings, so the two show one timing of each kernel
-    DECODE   decode tokens/s of a 7B-shaped stack, and where a step's GPU time goes; the llm.decode.* headlines
+    DECODE   decode tokens/s of a 7B-shaped stack, where a step's GPU time goes, and one layer's attention (PyTorch
+             against the course's kernel) at batch 1-16; the llm.decode.* headlines
     DECODE_BATCH  decode tokens/s of a batch of 1-16 sequences, tensor-core weight-only GEMMs against cuBLAS FP16
     GEMM_PROFILE  Nsight Compute's counters of the tensor-core GEMM at M = 1-16 beside the GEMV (needs ncu)
 
@@ -19,8 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from helpers.chapters.ch12_language_models import (batch_sweep, decode_bench, decode_timeline, gemm_ncu, gemv_bench,
-                                                   path_bench, quality, tables, timing)
+from helpers.chapters.ch12_language_models import (attention_bench, batch_sweep, decode_bench, decode_timeline, gemm_ncu,
+                                                   gemv_bench, path_bench, quality, tables, timing)
 from helpers.experiment import Experiment, Result
 from helpers.spread import Spread
 
@@ -77,6 +78,7 @@ def _decode(layers: int = 32, d2d_gbs: float | None = None) -> dict[str, list[di
 
     d2d_gbs = d2d_gbs or measure_bandwidth_gbs("cuda", nbytes=1 << 30)
     shape = decode_bench.StackShape(layers=layers)
+    attention = attention_bench.attention_rows(shape)
     m = decode_bench.build(shape)
     check = decode_bench.check_paths(m)
     print("logits vs the eager FP16 step (relative max difference; for W8/W4 this is the quantization error of "
@@ -89,7 +91,7 @@ def _decode(layers: int = 32, d2d_gbs: float | None = None) -> dict[str, list[di
     decode_timeline.record(m)  # one step of each path on a timeline, stored (ch12.timeline.decode.*)
     del m
     torch.cuda.empty_cache()
-    return {"decode": rows, "split": split}
+    return {"decode": rows, "split": split, "attention": attention}
 
 
 def _decode_derive(rows: dict[str, list[dict]]) -> dict[str, Any]:
@@ -110,7 +112,8 @@ def _decode_derive(rows: dict[str, list[dict]]) -> dict[str, Any]:
     return out
 
 
-DECODE = Experiment("ch12.decode", _decode, {"decode": tables.DECODE, "split": tables.SPLIT},
+DECODE = Experiment("ch12.decode", _decode, {"decode": tables.DECODE, "split": tables.SPLIT,
+                                             "attention": tables.ATTENTION},
                     headlines=("llm.decode.w4a16_over_fp16", "llm.decode.w8a16_over_fp16"), derive=_decode_derive,
                     others={"ch12.decode.w4a16_gemv_share": "ratio", "ch12.decode.w8a16_gemv_share": "ratio",
                             "ch12.decode.fp16_fused_over_eager": "ratio"})

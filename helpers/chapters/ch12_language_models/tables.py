@@ -115,6 +115,12 @@ DECODE_BATCH = Table("ch12.decode.batch", keys=("batch", "path"), value="tokens/
                               "spread": {"min_us": 8800.0, "max_us": 9000.0, "q1_us": 8850.0, "q3_us": 8950.0,
                                          "rounds": 7}})
 
+ATTENTION = Table("ch12.decode.attention", keys=("batch", "kernel"), value="µs", unit="µs",
+                  fields={"cache GB/s": "cache_gbs", "× PyTorch": "over_pytorch"},
+                  spread="spread", spread_fields=SPREAD, name="b{batch}.{kernel}",
+                  example={"batch": 1, "kernel": "course kernel", "µs": 4.0, "cache GB/s": 2100.0, "× PyTorch": 2.2,
+                           "spread": {"min_us": 3.9, "max_us": 4.2, "q1_us": 3.95, "q3_us": 4.05, "rounds": 7}})
+
 SPLIT = Table("ch12.decode.split", keys=("kind", "part"), value="ms/step", unit="ms", fields=("share",),
               example={"kind": "w4a16", "part": "GEMV", "ms/step": 1.5, "share": 0.6})
 

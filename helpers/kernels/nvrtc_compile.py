@@ -1,7 +1,9 @@
-"""Compile ``wo_gemm.cu`` with NVRTC for a GPU target without a GPU (cuda-bindings), so a CPU test catches a C++,
-PTX or register-spill error before the kernel reaches a GPU.
+"""Compile a CUDA C kernel of this folder with NVRTC for a GPU target without a GPU (cuda-bindings), so a CPU test
+catches a C++, PTX or register-spill error before the kernel reaches a GPU.
 
-Serves: tooling — the GEMM's CPU compile test.
+    ok, log = compile_log("wo_gemm", ["wo_gemm<4, 1, 32, 4, 1>"], "sm_90")   # template instances by name
+
+Serves: tooling — the CPU compile tests of the GEMM and the decode attention.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import os
 import re
 from pathlib import Path
 
-from helpers.kernels.wo_gemm import all_kernel_names, source
+from helpers.kernels.cuda_source import HERE
 
 
 def include_dir() -> str | None:
@@ -32,12 +34,14 @@ def available() -> bool:
     return importlib.util.find_spec("cuda.bindings") is not None and include_dir() is not None
 
 
-def compile_log(names: list[str] | None = None, arch: str = "sm_90") -> tuple[bool, str]:
-    """(compiled, compiler log with ptxas -v) of the named instances (default: all) for `arch`."""
+def compile_log(name: str, instances: list[str], arch: str = "sm_90") -> tuple[bool, str]:
+    """(compiled, compiler log with ptxas -v) of ``<name>.cu`` with these template instances (and its extern "C"
+    kernels) for `arch`."""
     from cuda.bindings import nvrtc
 
-    err, prog = nvrtc.nvrtcCreateProgram(source().encode(), b"wo_gemm.cu", 0, [], [])
-    for n in names or all_kernel_names():
+    code = (HERE / f"{name}.cu").read_text(encoding="utf-8")
+    err, prog = nvrtc.nvrtcCreateProgram(code.encode(), f"{name}.cu".encode(), 0, [], [])
+    for n in instances:
         nvrtc.nvrtcAddNameExpression(prog, n.encode())
     opts = [f"--gpu-architecture={arch}".encode(), b"--std=c++17", f"-I{include_dir()}".encode(), b"-Xptxas=-v"]
     (res,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
