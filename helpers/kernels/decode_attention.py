@@ -123,7 +123,8 @@ def _source() -> str:
 def attend(qkv: torch.Tensor, cache: torch.Tensor, heads: int, *, splits: int | None = None,
            unroll: int = UNROLL) -> torch.Tensor:
     """Attention of the new token(s) over the cache, the token's key and value written at position T - 1 first;
-    (d,) or (B, d) FP16. `splits` chunks of the cache per head (``plan``'s when None)."""
+    (d,) or (B, d) FP16. `splits` chunks of the cache per head (``plan``'s when None; equal chunks of
+    ceil(T / splits) positions, so fewer chunks where those cover T sooner)."""
     b, t = _shapes(qkv, cache, heads)
     if not qkv.is_cuda:
         from helpers.errors import NoGPUError

@@ -1,5 +1,5 @@
-"""One decoder layer's attention at decode time: PyTorch (two cache writes and scaled_dot_product_attention, the eager
-path's) against the course's decode attention kernel (``helpers.kernels.decode_attention``), per batch size.
+"""One decoder layer's attention at decode time: PyTorch (copy kernels writing the cache, one at batch 1 and two
+above, then scaled_dot_product_attention: the eager path's) against the course's decode attention kernel (``helpers.kernels.decode_attention``), per batch size.
 
 Each call writes the new token's key and value into its cache and attends over all of it; the calls cycle over
 enough cache copies that L2 cannot hold them, as a decode step over 32 layers' caches cannot. A row's "cache GB/s"
@@ -25,8 +25,8 @@ def cache_bytes(shape: decode_bench.StackShape, batch: int) -> int:
 
 def attention_rows(shape: decode_bench.StackShape, batches: tuple[int, ...] = (1, 4, 8, 16),
                    rounds: int = timing.ROUNDS) -> list[dict[str, Any]]:
-    """Rows (batch, kernel, µs, cache GB/s, × PyTorch, spread), both kernels of a batch interleaved; each kernel's
-    answer checked against PyTorch's first."""
+    """Rows (batch, kernel, µs, cache GB/s, × PyTorch, spread), both kernels of a batch interleaved; the course
+    kernel's answer checked against ``decode_attention.reference`` (PyTorch's) first."""
     import torch
 
     from helpers.kernels import decode_attention as da
@@ -45,12 +45,8 @@ def attention_rows(shape: decode_bench.StackShape, batches: tuple[int, ...] = (1
         err = float((mine.float() - da.reference(qkv, caches[0].clone(), shape.heads).float()).abs().max())
         if err > 2e-3:
             raise AssertionError(f"decode attention at batch {b}: max difference {err:.1e} from PyTorch's (allowed 2e-3)")
-
-        def torch_attend(c: torch.Tensor) -> torch.Tensor:
-            return decode_bench.torch_attend(qkv, c, shape) if b == 1 else decode_bench.torch_attend_batch(qkv, c, shape)
-
         spreads = timing.interleaved({
-            KERNELS[0]: [lambda c=c: torch_attend(c) for c in caches],
+            KERNELS[0]: [lambda c=c: decode_bench.pytorch_attend(qkv, c, shape) for c in caches],
             KERNELS[1]: [lambda c=c: da.attend(qkv, c, shape.heads) for c in caches]}, rounds=rounds)
         base = spreads[KERNELS[0]].samples_us
         for name in KERNELS:

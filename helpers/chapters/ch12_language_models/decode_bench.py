@@ -12,7 +12,7 @@ elementwise kernel in a real model). The paths, each captured as one CUDA graph:
                           and w4a16 (g128)
 Both fused kinds of path attend with the course's decode attention (`helpers.kernels.decode_attention`: the cache
 split into chunks so that every SM reads a part, the new key and value written by the same kernel); the eager path
-with PyTorch's scaled_dot_product_attention and two cache writes.
+with PyTorch's scaled_dot_product_attention after a copy kernel that writes the cache.
 The output head stays FP16 in every path, as in most INT4 deployments.
 
 A batch of B sequences (``build_batch``, ``step_batch``) decodes one token for each per step, every sequence with
@@ -241,9 +241,14 @@ def torch_attend_batch(qkv: torch.Tensor, cache: torch.Tensor, shape: StackShape
 
 def attend(qkv: torch.Tensor, cache: torch.Tensor, shape: StackShape) -> torch.Tensor:
     """The fused and batched paths' attention: the course's decode attention kernel on a GPU when the head dimension
-    is its 128, else PyTorch's (``torch_attend``, ``torch_attend_batch``)."""
+    is its 128, else PyTorch's (``pytorch_attend``)."""
     if qkv.is_cuda and shape.d // shape.heads == da.DH:
         return da.attend(qkv, cache, shape.heads)
+    return pytorch_attend(qkv, cache, shape)
+
+
+def pytorch_attend(qkv: torch.Tensor, cache: torch.Tensor, shape: StackShape) -> torch.Tensor:
+    """PyTorch's attention of one token (qkv (3d,), ``torch_attend``) or of a batch ((B, 3d), ``torch_attend_batch``)."""
     return torch_attend(qkv, cache, shape) if qkv.ndim == 1 else torch_attend_batch(qkv, cache, shape)
 
 
