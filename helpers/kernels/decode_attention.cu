@@ -40,6 +40,10 @@ __global__ void decode_attention(const __half* __restrict__ qkv, __half* cache, 
     __half* K = cache + (size_t)(b * heads + h) * T * DH;
     __half* V = K + kv_stride;
     const int t0 = split * chunk, t1 = min(T, t0 + chunk);
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" :::);  // PDL: the next kernel may start as our last blocks run
+    asm volatile("griddepcontrol.wait;" ::: "memory");  // launched with PDL: qkv comes from the kernel before
+#endif
     if (t0 <= T - 1 && T - 1 < t1) {  // this block owns position T - 1: the new key and value go there first
         K[(size_t)(T - 1) * DH + threadIdx.x] = qrow[d + threadIdx.x];
         V[(size_t)(T - 1) * DH + threadIdx.x] = qrow[2 * d + threadIdx.x];

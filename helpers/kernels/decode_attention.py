@@ -25,12 +25,14 @@ import torch
 import torch.nn.functional as F
 
 from helpers.errors import InputError
+from helpers.kernels import pdl as pdl_launch
 from helpers.kernels.cuda_source import HERE, cupy_module, torch_stream
 
 DH = 128  # DH in decode_attention.cu
 THREADS = 128  # WARPS * 32 in decode_attention.cu (one thread per head dimension when merging)
 UNROLL = 4  # keys a warp reads per step
-BLOCKS_PER_SM = 2  # the plan aims at this many blocks per SM
+BLOCKS_PER_SM = 4  # the plan aims at this many blocks per SM (an H100 probe, 2026-12-07: twice the chunks of 2 a SM
+# were faster at batch 1, 8 and 16, not resolved at 4)
 MAX_SPLITS = 64
 
 
@@ -121,10 +123,11 @@ def _source() -> str:
 
 
 def attend(qkv: torch.Tensor, cache: torch.Tensor, heads: int, *, splits: int | None = None,
-           unroll: int = UNROLL) -> torch.Tensor:
+           unroll: int = UNROLL, pdl: bool = False) -> torch.Tensor:
     """Attention of the new token(s) over the cache, the token's key and value written at position T - 1 first;
     (d,) or (B, d) FP16. `splits` chunks of the cache per head (``plan``'s when None; equal chunks of
-    ceil(T / splits) positions, so fewer chunks where those cover T sooner)."""
+    ceil(T / splits) positions, so fewer chunks where those cover T sooner); pdl: launch with programmatic dependent
+    launch where the GPU has it (``helpers.kernels.pdl``)."""
     b, t = _shapes(qkv, cache, heads)
     if not qkv.is_cuda:
         from helpers.errors import NoGPUError
@@ -150,6 +153,9 @@ def attend(qkv: torch.Tensor, cache: torch.Tensor, heads: int, *, splits: int | 
     args = (np.uint64(qkv.data_ptr()), np.uint64(cache.data_ptr()), np.int64(b * heads * t * DH),
             np.uint64(part.data_ptr()), np.uint64(count.data_ptr()), np.uint64(out.data_ptr()), np.int32(heads),
             np.int32(t), np.int32(chunk), np.float32(math.log2(math.e) / math.sqrt(DH)))
-    with torch_stream():
-        fn((splits, heads, b), (THREADS,), args)
+    if pdl and pdl_launch.supported():
+        pdl_launch.launch(fn, (splits, heads, b), (THREADS,), args)
+    else:
+        with torch_stream():
+            fn((splits, heads, b), (THREADS,), args)
     return out

@@ -33,6 +33,25 @@ __device__ __forceinline__ unsigned lop3_and_or(unsigned a, unsigned b, unsigned
     return d;
 }
 
+// Programmatic dependent launch (Hopper, helpers/kernels/pdl.py): a kernel launched with it may start while the kernel
+// before it in the stream is still finishing. Reading the weights cannot race with that kernel, reading x or the
+// residual can: griddepcontrol.wait blocks until the kernel before has finished and its writes are visible (and
+// returns at once for a launch without the attribute).
+__device__ __forceinline__ void wait_for_inputs() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// The other half: once every block of this kernel has called it, the next kernel (launched with PDL) may start on the
+// SMs this one's last blocks leave idle. Called first thing: the next kernel's own wait still holds its reads of our
+// outputs until this kernel has finished, so an early signal costs nothing in correctness.
+__device__ __forceinline__ void let_next_start() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Step 0: the naive kernels. Lane l of the warp for row n reads bytes l, l + 32, ... of that row (coalesced, but
 // one byte a load), converts each code with integer shifts and an int-to-float conversion, and multiplies in FP32.
@@ -159,6 +178,7 @@ __global__ void wo_gemv(const uint4* __restrict__ w, const void* __restrict__ sc
     const int lane = threadIdx.x, split = blockDim.y, wy = threadIdx.y;
     const int rb = glu ? R / 2 : R;    // output rows per block (SwiGLU: R / 2 gate rows and their R / 2 up rows)
     const int base = blockIdx.x * rb;
+    let_next_start();
     const uint4* wp[R];   // the block's rows (SwiGLU: the gate rows, then their up rows)
     const __half* sp[R];  // and their group scales (W4)
     for (int r = 0; r < R; ++r) {
@@ -172,12 +192,17 @@ __global__ void wo_gemv(const uint4* __restrict__ w, const void* __restrict__ sc
         sq[m] = 0.f;
         for (int r = 0; r < R; ++r) acc[r][m] = 0.f;
     }
+    bool waited = false;
     for (int c = wy * 32 + lane; c < pieces; c += 32 * split) {
         uint4 raw[R];
         float s[R];
         for (int r = 0; r < R; ++r) {
             raw[r] = __ldcs(wp[r] + c);  // streaming: read once, evict first
             if constexpr (BITS == 4) s[r] = __half2float(sp[r][(c * E) >> gshift]);  // the group of this piece
+        }
+        if (!waited) {  // the first weights are on their way; x comes from the kernel before
+            wait_for_inputs();
+            waited = true;
         }
         constexpr bool CONVERT_ONCE = M > 1 && (MAGIC || BITS == 16);  // batch > 1: convert once, use M times
         half2 q[CONVERT_ONCE ? R : 1][CONVERT_ONCE ? E / 2 : 1];
@@ -200,6 +225,7 @@ __global__ void wo_gemv(const uint4* __restrict__ w, const void* __restrict__ sc
             }
         }
     }
+    wait_for_inputs();  // (a lane with no piece has not waited yet: the epilogue reads the residual)
     // Reduce: across the 32 lanes with shuffles, then across the S warps through shared memory.
     __shared__ float part[MAX_SPLIT][MAX_OUT];
     for (int m = 0; m < M; ++m) {

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from helpers.errors import InputError
+from helpers.kernels import pdl as pdl_launch
 from helpers.kernels.cuda_source import HERE, cupy_module, torch_stream
 from helpers.quant import weight_only as wo
 from helpers.quant import wo_layout
@@ -167,6 +168,9 @@ def _check(x: Any, w: WoWeight, cfg: Config, glu: bool, residual: Any, out: Any)
     return m, n_out
 
 
+
+
+
 def describe(w: WoWeight, cfg: Config) -> str:
     """A kernel and launch in words, the same in every table: 'w4a16 g128 magic r4 s4' or 'w8a16 naive'."""
     kind = {16: "fp16", 8: "w8a16", 4: f"w4a16 g{w.group}"}[w.bits]
@@ -211,8 +215,11 @@ def _ptr(t: torch.Tensor | None) -> np.uint64:
 
 
 def gemv(x: torch.Tensor, w: WoWeight, *, norm_eps: float | None = None, residual: torch.Tensor | None = None,
-         glu: bool = False, config: Config | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
-    """y = W x for FP16 activations x (K,) or (M, K), M <= 8; optional fused RMSNorm of x, SwiGLU and residual add."""
+         glu: bool = False, config: Config | None = None, out: torch.Tensor | None = None,
+         pdl: bool = False) -> torch.Tensor:
+    """y = W x for FP16 activations x (K,) or (M, K), M <= 8; optional fused RMSNorm of x, SwiGLU and residual add.
+    pdl: launch with programmatic dependent launch where the GPU has it (``helpers.kernels.pdl``), so that the
+    kernel's first weight loads overlap the end of the kernel before."""
     cfg = config or default_config(w, 1 if getattr(x, "ndim", 1) == 1 else x.shape[0])
     m, n_out = _check(x, w, cfg, glu, residual, out)
     y = out if out is not None else torch.empty((n_out,) if x.ndim == 1 else (m, n_out), dtype=torch.float16,
@@ -235,7 +242,10 @@ def gemv(x: torch.Tensor, w: WoWeight, *, norm_eps: float | None = None, residua
             args = (_ptr(w.data), _ptr(w.scale), _ptr(x.contiguous()), _ptr(residual), _ptr(y), np.int32(n_out),
                     np.int32(w.k), np.int32(max(w.group, 1).bit_length() - 1), np.int32(int(glu)),
                     np.float32(1e-5 if norm_eps is None else norm_eps))
-            fn((n_out // per_block,), (32, cfg.split), args)
+            if pdl and pdl_launch.supported():
+                pdl_launch.launch(fn, (n_out // per_block,), (32, cfg.split), args)
+            else:
+                fn((n_out // per_block,), (32, cfg.split), args)
     return y
 
 

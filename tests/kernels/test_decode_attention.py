@@ -127,6 +127,17 @@ def test_cuda_kernel_matches_the_reference_and_writes_the_cache(batch, heads, t,
 
 
 @pytest.mark.gpu
+def test_a_pdl_launch_after_the_kernel_that_writes_qkv_reads_its_result():
+    qkv, cache = _case(None, 32, 512, seed=5)
+    want = da.attend(qkv * 2, cache.clone(), 32)
+    doubled = torch.empty_like(qkv)
+    torch.mul(qkv, 2, out=doubled)  # the kernel before, writing what the attention reads
+    got = da.attend(doubled, cache, 32, pdl=True)
+    torch.cuda.synchronize()
+    assert torch.equal(got, want)
+
+
+@pytest.mark.gpu
 def test_launches_are_captured_in_a_cuda_graph():
     qkv, cache = _case(None, 32, 512, seed=3)
     want = da.reference(qkv, cache.clone(), 32)

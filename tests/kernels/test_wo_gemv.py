@@ -128,3 +128,29 @@ def test_launches_are_captured_in_a_cuda_graph():
     torch.cuda.synchronize()
     assert _err(y, wg.reference(x, pw)) < 5e-3
 
+
+@pytest.mark.gpu
+def test_pdl_launches_give_the_same_answers_back_to_back_and_in_a_graph():
+    """Launched with programmatic dependent launch, each GEMV reads x only after the GEMV before has written it."""
+    torch.manual_seed(4)
+    ws = [wg.prepare(wo.quantize_w4((torch.randn(512, 512, device="cuda") * 0.02).half(), 128)) for _ in range(4)]
+    x0 = torch.randn(512, device="cuda").half()
+
+    def chain(pdl: bool) -> torch.Tensor:
+        x = x0
+        for w in ws:
+            x = wg.gemv(x, w, residual=x, pdl=pdl)
+        return x
+
+    want = chain(False)
+    assert torch.equal(chain(True), want)
+    hold = {}
+    g = torch.cuda.CUDAGraph()
+    chain(True)
+    torch.cuda.synchronize()
+    with torch.cuda.graph(g):
+        hold["y"] = chain(True)
+    hold["y"].zero_()
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(hold["y"], want)

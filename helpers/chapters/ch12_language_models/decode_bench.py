@@ -27,6 +27,7 @@ Serves: chapter 12.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -122,12 +123,14 @@ def step_eager(m: dict[str, Any]) -> torch.Tensor:
     return F.linear(_rmsnorm(x), m["head"])
 
 
-def step_fused(m: dict[str, Any], path: str) -> torch.Tensor:
-    """One decode step of a fused path ('w4a16 fused (CUDA)', ...): its GEMVs with the fusions, the course's attention."""
+def step_fused(m: dict[str, Any], path: str, pdl: bool = True) -> torch.Tensor:
+    """One decode step of a fused path ('w4a16 fused (CUDA)', ...): its GEMVs with the fusions, the course's attention;
+    `pdl`: the CUDA paths launch them with programmatic dependent launch where the GPU has it (``helpers.kernels.pdl``)."""
     shape, x = m["shape"], m["x"]
-    gemv = tg.gemv if path.endswith("(Triton)") else wg.gemv
+    cuda = not path.endswith("(Triton)")
+    gemv = functools.partial(wg.gemv, pdl=pdl) if cuda else tg.gemv
     for i, w in enumerate(m["layers"][path]):
-        a = attend(gemv(x, w["qkv"], norm_eps=EPS), m["cache"][i], shape)
+        a = attend(gemv(x, w["qkv"], norm_eps=EPS), m["cache"][i], shape, pdl=pdl and cuda)
         x = gemv(a, w["o"], residual=x)
         h = gemv(x, w["gu"], norm_eps=EPS, glu=True)
         x = gemv(h, w["down"], residual=x)
@@ -239,11 +242,11 @@ def torch_attend_batch(qkv: torch.Tensor, cache: torch.Tensor, shape: StackShape
     return out.reshape(b, shape.d)
 
 
-def attend(qkv: torch.Tensor, cache: torch.Tensor, shape: StackShape) -> torch.Tensor:
+def attend(qkv: torch.Tensor, cache: torch.Tensor, shape: StackShape, pdl: bool = False) -> torch.Tensor:
     """The fused and batched paths' attention: the course's decode attention kernel on a GPU when the head dimension
-    is its 128, else PyTorch's (``pytorch_attend``)."""
+    is its 128 (launched with PDL if asked), else PyTorch's (``pytorch_attend``)."""
     if qkv.is_cuda and shape.d // shape.heads == da.DH:
-        return da.attend(qkv, cache, shape.heads)
+        return da.attend(qkv, cache, shape.heads, pdl=pdl)
     return pytorch_attend(qkv, cache, shape)
 
 

@@ -6,8 +6,9 @@
     PROFILE  Nsight Compute's counts of the path's kernels (needs ncu)
     SWEEP    one 11008×4096 layer at batch M = 1..4096, every scheme interleaved; the batch table (M <= 8) is
              read from the same timings, so the two show one timing of each kernel
-    DECODE   decode tokens/s of a 7B-shaped stack, where a step's GPU time goes, and one layer's attention (PyTorch
-             against the course's kernel) at batch 1-16; the llm.decode.* headlines
+    DECODE   decode tokens/s of a 7B-shaped stack, where a step's GPU time goes, one layer's attention (PyTorch
+             against the course's kernel) at batch 1-16, and the step with and without programmatic dependent
+             launch; the llm.decode.* headlines
     DECODE_BATCH  decode tokens/s of a batch of 1-16 sequences, tensor-core weight-only GEMMs against cuBLAS FP16
     GEMM_PROFILE  Nsight Compute's counters of the tensor-core GEMM at M = 1-16 beside the GEMV (needs ncu)
 
@@ -21,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from helpers.chapters.ch12_language_models import (attention_bench, batch_sweep, decode_bench, decode_timeline, gemm_ncu,
-                                                   gemv_bench, path_bench, quality, tables, timing)
+                                                   gemv_bench, path_bench, pdl_bench, quality, tables, timing)
 from helpers.experiment import Experiment, Result
 from helpers.spread import Spread
 
@@ -85,13 +86,14 @@ def _decode(layers: int = 32, d2d_gbs: float | None = None) -> dict[str, list[di
           f"random weights over {layers} layers, not a kernel error):", {k: f"{v:.1e}" for k, v in check.items()})
     splits = {"w4a16": decode_bench.kernel_split(m), "w8a16": decode_bench.kernel_split(m, "w8a16 fused (CUDA)")}
     rows = decode_bench.summary(m, decode_bench.tokens_per_second(m), d2d_gbs)
+    pdl = pdl_bench.pdl_rows(m)
     rows = [{**r, "layers": layers, "context": shape.context, "spread": m["spread"][r["path"]].extra()} for r in rows]
     split = [{"kind": kind, "part": part, "ms/step": ms, "share": sp["share"][part]}
              for kind, sp in splits.items() for part, ms in sp["ms/step"].items()]
     decode_timeline.record(m)  # one step of each path on a timeline, stored (ch12.timeline.decode.*)
     del m
     torch.cuda.empty_cache()
-    return {"decode": rows, "split": split, "attention": attention}
+    return {"decode": rows, "split": split, "attention": attention, "pdl": pdl}
 
 
 def _decode_derive(rows: dict[str, list[dict]]) -> dict[str, Any]:
@@ -113,7 +115,7 @@ def _decode_derive(rows: dict[str, list[dict]]) -> dict[str, Any]:
 
 
 DECODE = Experiment("ch12.decode", _decode, {"decode": tables.DECODE, "split": tables.SPLIT,
-                                             "attention": tables.ATTENTION},
+                                             "attention": tables.ATTENTION, "pdl": tables.PDL},
                     headlines=("llm.decode.w4a16_over_fp16", "llm.decode.w8a16_over_fp16"), derive=_decode_derive,
                     others={"ch12.decode.w4a16_gemv_share": "ratio", "ch12.decode.w8a16_gemv_share": "ratio",
                             "ch12.decode.fp16_fused_over_eager": "ratio"})

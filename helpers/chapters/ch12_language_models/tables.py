@@ -121,6 +121,11 @@ ATTENTION = Table("ch12.decode.attention", keys=("batch", "kernel"), value="µs"
                   example={"batch": 1, "kernel": "course kernel", "µs": 4.0, "cache GB/s": 2100.0, "× PyTorch": 2.2,
                            "spread": {"min_us": 3.9, "max_us": 4.2, "q1_us": 3.95, "q3_us": 4.05, "rounds": 7}})
 
+PDL = Table("ch12.decode.pdl", keys=("path", "launch"), value="µs/step", unit="µs", fields={"× plain": "over_plain"},
+            spread="spread", spread_fields=SPREAD,
+            example={"path": "w4a16 fused (CUDA)", "launch": "PDL", "µs/step": 2000.0, "× plain": 1.03,
+                     "spread": {"min_us": 1990.0, "max_us": 2010.0, "q1_us": 1995.0, "q3_us": 2005.0, "rounds": 7}})
+
 SPLIT = Table("ch12.decode.split", keys=("kind", "part"), value="ms/step", unit="ms", fields=("share",),
               example={"kind": "w4a16", "part": "GEMV", "ms/step": 1.5, "share": 0.6})
 
