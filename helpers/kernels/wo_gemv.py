@@ -168,9 +168,6 @@ def _check(x: Any, w: WoWeight, cfg: Config, glu: bool, residual: Any, out: Any)
     return m, n_out
 
 
-
-
-
 def describe(w: WoWeight, cfg: Config) -> str:
     """A kernel and launch in words, the same in every table: 'w4a16 g128 magic r4 s4' or 'w8a16 naive'."""
     kind = {16: "fp16", 8: "w8a16", 4: f"w4a16 g{w.group}"}[w.bits]
@@ -219,7 +216,7 @@ def gemv(x: torch.Tensor, w: WoWeight, *, norm_eps: float | None = None, residua
          pdl: bool = False) -> torch.Tensor:
     """y = W x for FP16 activations x (K,) or (M, K), M <= 8; optional fused RMSNorm of x, SwiGLU and residual add.
     pdl: launch with programmatic dependent launch where the GPU has it (``helpers.kernels.pdl``), so that the
-    kernel's first weight loads overlap the end of the kernel before."""
+    kernel's first weight loads may overlap the end of the kernel before (chapter 12 measures whether that pays)."""
     cfg = config or default_config(w, 1 if getattr(x, "ndim", 1) == 1 else x.shape[0])
     m, n_out = _check(x, w, cfg, glu, residual, out)
     y = out if out is not None else torch.empty((n_out,) if x.ndim == 1 else (m, n_out), dtype=torch.float16,
