@@ -9,7 +9,10 @@
 //   2. the last block of a head to finish (an atomic counter) merges the chunks: with M the largest m,
 //      out = sum_c exp(m_c - M) o_c / sum_c exp(m_c - M) l_c, the same softmax as over the whole cache at once.
 // The new token's key and value are written into the cache at position T - 1 by the block that owns that position,
-// before it reads it (the cache write that PyTorch runs as separate copy kernels, fused).
+// before it reads it (the cache write that PyTorch runs as separate copy kernels, fused). Launched with programmatic
+// dependent launch (helpers/kernels/pdl.py, the same two instructions as wo_gemv.cu's let_next_start and
+// wait_for_inputs), a block lets the next kernel launch at once and waits for the kernel before (which wrote qkv)
+// before it reads anything.
 // Layouts: qkv (B, 3 * H * DH) FP16, q | k | v of the new token, head h at [h * DH, (h + 1) * DH) of each part;
 // cache: keys (B, H, T, DH) FP16 followed, kv_stride halves later, by values of the same shape.
 // Scores and sums in FP32; exp2 with log2(e) folded into the query's scale.

@@ -12,6 +12,7 @@ import contextlib
 import os
 import secrets
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -138,7 +139,7 @@ def running_hub(students: list[str], instructors: list[str], cache: Path, log: P
                 timeout: float = 60.0) -> Iterator[Hub]:
     """`hub serve` on 127.0.0.1 with a temporary hub folder; stopped with SIGINT (Ctrl-C) on exit."""
     folder, tmp = Path(tempfile.mkdtemp(prefix="course-hub-")), Path(tempfile.mkdtemp(prefix="course-hub-tmp-"))
-    port = free_port()
+    port = free_ports(3)  # the hub, its API and the proxy's API take three ports in a row (instructors.batch.hub)
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w") as out:
         proc = subprocess.Popen([sys.executable, "-m", "instructors.batch", "hub", "serve",
@@ -157,8 +158,38 @@ def running_hub(students: list[str], instructors: list[str], cache: Path, log: P
         yield running
     finally:
         running.exit_code = stop(proc)
+        if running.proxy_pid is None:  # the hub never came up: its proxy may be left (a running hub's must end itself)
+            _stop_orphan_proxy(folder / "state" / "jupyterhub-proxy.pid")
         running.left_in_tmp = sorted(p.name for p in tmp.iterdir())
         subprocess.run(["rm", "-rf", str(folder), str(tmp)])
+
+
+def free_ports(count: int) -> int:
+    """A port p on 127.0.0.1 with p .. p + count - 1 all free right now (free_port checks one only: a hub that failed
+    to bind the port after it, taken by another socket, made a make-test run fail)."""
+    for _ in range(200):
+        first = free_port()
+        if first + count - 1 <= 65535 and all(_port_free(first + i) for i in range(1, count)):
+            return first
+    raise RuntimeError(f"no {count} free ports in a row on 127.0.0.1")
+
+
+def _port_free(port: int) -> bool:
+    """Whether nothing holds `port` on 127.0.0.1 right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _stop_orphan_proxy(pid_file: Path) -> None:
+    """End the proxy a hub started and left behind when it failed (it outlives the hub's exit)."""
+    with contextlib.suppress(OSError, ValueError):
+        pid = int(pid_file.read_text())
+        if alive(pid):
+            os.kill(pid, signal.SIGTERM)
 
 
 def alive(pid: int | None) -> bool:

@@ -11,8 +11,8 @@ elementwise kernel in a real model). The paths, each captured as one CUDA graph:
     <kind> fused (CUDA)   the CUDA GEMVs of `helpers.kernels.wo_gemv` with the same fusions, for kind fp16, w8a16
                           and w4a16 (g128)
 Both fused kinds of path attend with the course's decode attention (`helpers.kernels.decode_attention`: the cache
-split into chunks so that every SM reads a part, the new key and value written by the same kernel); the eager path
-with PyTorch's scaled_dot_product_attention after a copy kernel that writes the cache.
+split into chunks so that every SM reads a part, the new key and value written by the same kernel; the CUDA paths
+launch it with programmatic dependent launch on Hopper, ``step_fused(pdl=)``); the eager path PyTorch's SDPA.
 The output head stays FP16 in every path, as in most INT4 deployments.
 
 A batch of B sequences (``build_batch``, ``step_batch``) decodes one token for each per step, every sequence with
