@@ -24,7 +24,11 @@
 //                   (W8: PRMT with 0x64 and one HSUB2); W4 then multiplies by its group's FP16 scale (exact
 //                   product, one rounding: the same FP16 weight as fp16(q * s)).
 //   5. mma          per 16 inputs: the A fragments of the MT row tiles from shared memory, times the 4 column
-//                   blocks of 8: 4 * MT mma.sync per k-step.
+//                   blocks of 8: 4 * MT mma.sync per k-step. Up to 8 rows (SWAP) the operands trade places:
+//                   y^T = W x^T, the weights are A (16 output columns x 16 inputs: a lane's A registers are the B
+//                   fragments of two column blocks, so layout and dequantisation stay the same) and the <= 8 rows
+//                   are B (n = 8): 2 mma.sync per k-step instead of 4, and half the activation loads, where an A
+//                   tile of 16 rows would be at least half zeros.
 //   6. epilogue     W8 multiplies by its channel scale in FP32; FP16 store (or FP32 atomics when split).
 //   7. finish       split-K only: the last block of a column range converts the sums (one launch, no second pass).
 // Needs compute capability 8.0+ (cp.async, mma.sync m16n8k16); it runs unchanged on Hopper.
@@ -50,12 +54,30 @@ __device__ __forceinline__ void mma16816(float* c, const unsigned* a, unsigned b
 }
 
 // Dequantise (stage 4), INT4: word v holds (nibbles 0, 4) and (1, 5) of k-step 0, (2, 6) and (3, 7) of k-step 1
-// (after v >> 8 the same masks). Returns the two B registers of one k-step, already scaled.
-__device__ __forceinline__ void dequant_w4(unsigned v, half2 s, unsigned& b0, unsigned& b1) {
+// (after v >> 8 the same masks). Returns the two B registers of one k-step as the codes q = u - 8 in FP16 (exact).
+__device__ __forceinline__ void dequant_w4_codes(unsigned v, unsigned& b0, unsigned& b1) {
     const half2 off = u2h(0x64086408u);                                      // 1032 = 1024 + 8
     const half2 sixteenth = u2h(0x2C002C00u), off16 = u2h(0xD480D480u);      // 1/16 and -72
-    b0 = h2u(__hmul2(__hsub2(u2h(lop3_and_or(v, 0x000F000Fu, 0x64006400u)), off), s));         // 1024 + u - 1032
-    b1 = h2u(__hmul2(__hfma2(u2h(lop3_and_or(v, 0x00F000F0u, 0x64006400u)), sixteenth, off16), s));  // (1024+16u)/16-72
+    b0 = h2u(__hsub2(u2h(lop3_and_or(v, 0x000F000Fu, 0x64006400u)), off));                 // 1024 + u - 1032
+    b1 = h2u(__hfma2(u2h(lop3_and_or(v, 0x00F000F0u, 0x64006400u)), sixteenth, off16));    // (1024 + 16u) / 16 - 72
+}
+// ... and scaled by the group's FP16 scale s (one rounding: the FP16 weight fp16(q * s)).
+__device__ __forceinline__ void dequant_w4(unsigned v, half2 s, unsigned& b0, unsigned& b1) {
+    dequant_w4_codes(v, b0, b1);
+    b0 = h2u(__hmul2(u2h(b0), s));
+    b1 = h2u(__hmul2(u2h(b1), s));
+}
+
+// LATE scaling (swapped W4): a group's sums of x * q, made with the codes alone, join the totals times the group's
+// scales in FP32 (column block 2 cb + (e >> 1) of the C fragment is the lane's scale j), and start again from zero.
+__device__ __forceinline__ void add_group(float (&acc)[4][4], float (&part)[2][4], const float (&s)[4]) {
+#pragma unroll
+    for (int cb = 0; cb < 2; ++cb)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            acc[cb][e] = fmaf(s[2 * cb + (e >> 1)], part[cb][e], acc[cb][e]);
+            part[cb][e] = 0.f;
+        }
 }
 
 // Dequantise, INT8: bytes 0, 1 of word v are b0's two codes, bytes 2, 3 b1's; 0x64uu is 1024 + u, minus 1152 is q.
@@ -75,8 +97,10 @@ __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_gr
 
 // The kernel. BITS 4 or 8; MT row tiles of 16 (M <= 16 MT); WARPS column tiles of 32 a block, KW warps each (the
 // block has 32 * WARPS * KW threads); D tiles of 32 inputs a pipeline stage; STAGES shared-memory buffers of
-// activations.
-template <int BITS, int MT, int WARPS, int D, int STAGES, int KW = 1>
+// activations; SWAP (M <= 8, MT = 1): the weights are the mma's A operand and the rows its B (stage 5); LATE (SWAP,
+// W4): the mma's multiply the codes, and each group's sums are scaled once in FP32 (add_group) instead of every
+// weight in FP16.
+template <int BITS, int MT, int WARPS, int D, int STAGES, int KW = 1, bool SWAP = false, bool LATE = false>
 __global__ void __launch_bounds__(32 * WARPS * KW)
 wo_gemm(const uint4* __restrict__ w, const void* __restrict__ scale, const __half* __restrict__ x,
         __half* __restrict__ y, float* __restrict__ ws, unsigned* __restrict__ arrived, int m, int n, int n_pad, int k,
@@ -87,6 +111,8 @@ wo_gemm(const uint4* __restrict__ w, const void* __restrict__ scale, const __hal
     constexpr int NT = 32 * WARPS * KW;         // threads a block
     constexpr int DW = D / KW;                  // tiles of a stage one warp multiplies
     static_assert(D % KW == 0, "each of a column tile's KW warps takes D / KW tiles of a stage");
+    static_assert(!SWAP || MT == 1, "the swapped operands take at most 8 rows, one row tile");
+    static_assert(!LATE || (SWAP && BITS == 4), "late scaling is for the swapped W4 kernel");
     __shared__ __align__(16) __half xs[STAGES][MT * 16][LD];
 
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
@@ -135,6 +161,10 @@ wo_gemm(const uint4* __restrict__ w, const void* __restrict__ scale, const __hal
 #pragma unroll
             for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
 
+    float part[2][4] = {};  // LATE: this warp's sums of the current scale group, unscaled
+    float gs[4];            // LATE: that group's scales of the lane's 4 columns
+    int gcur = -1;          // LATE: that group (-1: none yet)
+
     uint4 wcur[DW][PIECES];
     uint2 scur[DW];
     load_w(0, wcur, scur);
@@ -160,12 +190,42 @@ wo_gemm(const uint4* __restrict__ w, const void* __restrict__ scale, const __hal
             half2 sc[4];
             if constexpr (BITS == 4) {
                 const __half* sh = reinterpret_cast<const __half*>(&scur[d]);
+                if constexpr (LATE) {
+                    const int gi = ((c_first + s * D + d) * 32) >> gshift;  // this tile's scale group
+                    if (gi != gcur) {  // a new group: the last one's sums join the totals, scaled
+                        if (gcur >= 0) add_group(acc[0], part, gs);
+                        gcur = gi;
 #pragma unroll
-                for (int j = 0; j < 4; ++j) sc[j] = __half2half2(sh[j]);
+                        for (int j = 0; j < 4; ++j) gs[j] = __half2float(sh[j]);
+                    }
+                } else {
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) sc[j] = __half2half2(sh[j]);
+                }
             }
             const unsigned* wv = reinterpret_cast<const unsigned*>(wcur[d]);
 #pragma unroll
             for (int ks = 0; ks < 2; ++ks) {
+                if constexpr (SWAP) {
+                    // 5'. rows as B (n = 8): b0 = row g, inputs 2t, 2t+1; b1 = inputs 2t+8, 2t+9 (rows >= m: zeros)
+                    const int ko = (kg * DW + d) * 32 + ks * 16 + 2 * t;
+                    const unsigned x0 = g < m ? *reinterpret_cast<const unsigned*>(&xb[g][ko]) : 0u;
+                    const unsigned x1 = g < m ? *reinterpret_cast<const unsigned*>(&xb[g][ko + 8]) : 0u;
+                    unsigned wb[4][2];  // the dequantised B fragments of the 4 column blocks, as before
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) {
+                        if constexpr (LATE) dequant_w4_codes(ks ? wv[j] >> 8 : wv[j], wb[j][0], wb[j][1]);
+                        else if constexpr (BITS == 4) dequant_w4(ks ? wv[j] >> 8 : wv[j], sc[j], wb[j][0], wb[j][1]);
+                        else dequant_w8(wv[4 * ks + j], wb[j][0], wb[j][1]);
+                    }
+                    // weights as A: column blocks 2 cb (A rows 0-7) and 2 cb + 1 (rows 8-15), inputs 2t.. and 2t+8..
+#pragma unroll
+                    for (int cb = 0; cb < 2; ++cb) {
+                        const unsigned a[4] = {wb[2 * cb][0], wb[2 * cb + 1][0], wb[2 * cb][1], wb[2 * cb + 1][1]};
+                        mma16816(LATE ? part[cb] : acc[0][cb], a, x0, x1);
+                    }
+                    continue;
+                }
                 // 5. the A fragments (PTX m16n8k16 layout): rows g, g + 8 of each row tile, inputs 2t.. and 2t+8..
                 unsigned a[MT][4];
                 const int ko = (kg * DW + d) * 32 + ks * 16 + 2 * t;
@@ -195,35 +255,40 @@ wo_gemm(const uint4* __restrict__ w, const void* __restrict__ scale, const __hal
         }
     }
     cp_async_wait<0>();
+    if constexpr (LATE)
+        if (gcur >= 0) add_group(acc[0], part, gs);  // the last group's sums
 
     // 6. epilogue, first (KW > 1) the KW warps of a column tile add their sums in shared memory, one row tile at a
     //    time (lane-minor: no bank conflicts); warp kg = 0 keeps the total
     if constexpr (KW > 1) {
         __shared__ float red[KW - 1][WARPS][16][32];
+        constexpr int NV = SWAP ? 8 : 16;  // sums a lane holds per row tile (SWAP: acc[0][0..1])
 #pragma unroll
         for (int i = 0; i < MT; ++i) {
             if (kg > 0)
 #pragma unroll
-                for (int v = 0; v < 16; ++v) red[kg - 1][cw][v][lane] = acc[i][v >> 2][v & 3];
+                for (int v = 0; v < NV; ++v) red[kg - 1][cw][v][lane] = acc[i][v >> 2][v & 3];
             __syncthreads();
             if (kg == 0)
 #pragma unroll
                 for (int q = 0; q < KW - 1; ++q)
 #pragma unroll
-                    for (int v = 0; v < 16; ++v) acc[i][v >> 2][v & 3] += red[q][cw][v][lane];
+                    for (int v = 0; v < NV; ++v) acc[i][v >> 2][v & 3] += red[q][cw][v][lane];
             __syncthreads();
         }
     }
 
     //    then the store: C fragment c0, c1 are row g, columns 2t, 2t + 1 of a 16 x 8 tile; c2, c3 row g + 8
+    //    (SWAP: the tile is y^T: c0, c1 are output column 16 j + g of rows 2t, 2t + 1; c2, c3 column 16 j + g + 8)
     if (active && kg == 0) {
 #pragma unroll
         for (int i = 0; i < MT; ++i)
 #pragma unroll
-            for (int j = 0; j < 4; ++j)
+            for (int j = 0; j < (SWAP ? 2 : 4); ++j)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
-                    const int row = i * 16 + g + 8 * (e >> 1), col = nt * 32 + 8 * j + 2 * t + (e & 1);
+                    const int row = SWAP ? 2 * t + (e & 1) : i * 16 + g + 8 * (e >> 1);
+                    const int col = SWAP ? nt * 32 + 16 * j + g + 8 * (e >> 1) : nt * 32 + 8 * j + 2 * t + (e & 1);
                     if (row >= m || col >= n) continue;
                     float v = acc[i][j][e];
                     if constexpr (BITS == 8) v *= reinterpret_cast<const float*>(scale)[col];

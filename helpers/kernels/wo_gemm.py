@@ -137,17 +137,34 @@ def row_tiles(m: int) -> int:
     return -(-m // 16)
 
 
+SWAP_MAX_M = 8  # up to this many rows the kernel can make the weights the mma's A operand and the rows its B (n = 8)
+# Swapped operands at M <= SWAP_MAX_M (wo_gemm.cu, SWAP): off until a GPU run of wo_gemm_swap_check measures them
+# against the launches the course's tables were measured with (written 2026-12-07 without a GPU to run on).
+SWAPPED = [False]
+LATE_SCALE = [True]  # swapped W4: scale each group's sums in FP32 instead of every weight in FP16 (wo_gemm.cu, LATE)
+
+
+def swapped(m: int) -> bool:
+    """True where the instance for M rows swaps the mma's operands (SWAPPED and M <= SWAP_MAX_M): 2 mma's per 16
+    inputs instead of 4, where a 16-row A tile would hold at least 8 rows of zeros."""
+    return SWAPPED[0] and m <= SWAP_MAX_M
+
+
 def kernel_name(bits: int, m: int, config: str) -> str:
-    """The template instance a launch uses, e.g. 'wo_gemm<4, 1, 4, 4, 3>'."""
+    """The template instance a launch uses, e.g. 'wo_gemm<4, 2, 4, 4, 3>'; with SWAPPED on and M <= 8 the swapped
+    instance, e.g. 'wo_gemm<4, 1, 4, 4, 3, 1, true, true>' (W4 with LATE_SCALE: late-scaled too)."""
     c = CONFIGS[config]
     mt = row_tiles(m)
-    kw = f", {c.kw}" if c.kw > 1 else ""
+    late = ", true" if bits == 4 and LATE_SCALE[0] else ""
+    kw = f", {c.kw}, true{late}" if swapped(m) else f", {c.kw}" if c.kw > 1 else ""
     return f"wo_gemm<{bits}, {mt}, {c.warps}, {effective_d(config, bits, mt)}, {c.stages}{kw}>"
 
 
 def all_kernel_names() -> list[str]:
-    """Every instance the course launches: 2 schemes x 4 row tiles x the configs (without repeats)."""
-    return list(dict.fromkeys(kernel_name(b, 16 * mt, c) for b in (4, 8) for mt in (1, 2, 3, 4) for c in CONFIGS))
+    """Every instance the course launches: 2 schemes x (swapped at M <= 8, then 1-4 row tiles) x the configs (without
+    repeats)."""
+    return list(dict.fromkeys(kernel_name(b, m, c) for b in (4, 8) for m in (SWAP_MAX_M, 16, 32, 48, 64)
+                              for c in CONFIGS))
 
 
 # ---- dispatch by measurement ----

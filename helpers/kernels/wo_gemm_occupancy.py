@@ -28,14 +28,18 @@ def shared_bytes(bits: int, m: int, config: str) -> int:
 def estimated_registers(bits: int, m: int, config: str) -> int:
     """Registers a thread of the instance needs, counted from what wo_gemm.cu keeps live at once.
 
-    The FP32 accumulators (16 a row tile); this stage's and the next stage's weights (a warp's D / kw tiles of one
-    16-byte piece, two for W8: 4 registers a piece); W4's scales of both stages (2 a tile); the A fragments (4 a
-    row tile); plus BOOKKEEPING_REGISTERS. ptxas decides the real count; blocks_per_sm asks the driver for it on a
-    GPU.
+    The FP32 accumulators (16 a row tile; 8 with swapped operands, twice that and 4 scales with late scaling);
+    this stage's and the next stage's weights (a warp's D / kw tiles of one 16-byte piece, two for W8: 4 registers
+    a piece); W4's scales of both stages (2 a tile); the A fragments (4 a row tile; swapped: the rows' 2 B
+    registers and the 8 dequantised weight registers that make two A fragments); plus BOOKKEEPING_REGISTERS. ptxas
+    decides the real count; blocks_per_sm asks the driver for it on a GPU.
     """
     mt = G.row_tiles(m)
     d, pieces = G.effective_d(config, bits, mt) // G.CONFIGS[config].kw, 1 if bits == 4 else 2
-    data = 16 * mt + 2 * d * pieces * 4 + (2 * d * 2 if bits == 4 else 0) + 4 * mt
+    sums, fragments = (8, 2 + 8) if G.swapped(m) else (16 * mt, 4 * mt)  # swapped: 2 column blocks of 16 x 8
+    if G.swapped(m) and bits == 4 and G.LATE_SCALE[0]:
+        sums += 8 + 4  # late scaling: the group's own sums and its 4 scales in FP32
+    data = sums + 2 * d * pieces * 4 + (2 * d * 2 if bits == 4 else 0) + fragments
     return min(HOPPER.max_registers_per_thread, data + BOOKKEEPING_REGISTERS)
 
 

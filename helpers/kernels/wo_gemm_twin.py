@@ -126,3 +126,51 @@ def np_gemm(x: np.ndarray, bits: int, data: np.ndarray, scale: np.ndarray, n: in
                     acc = acc * np.asarray(scale, np.float32)[32 * nt + 8 * j + cc]
                 y[16 * i + cr, 32 * nt + 8 * j + cc] = acc
     return y[:m, :n]
+
+
+# With swapped operands (M <= 8, wo_gemm.SWAP_MAX_M) the weights are A: A rows 0-7 are output columns 8 (2 cb) + g and
+# rows 8-15 columns 8 (2 cb + 1) + g of the tile, so A register q is B register SWAP_A[q][1] of column block
+# 2 cb + SWAP_A[q][0] (a0: row g, inputs 2t..; a1: row g + 8; a2: row g, inputs 2t + 8..; a3: row g + 8).
+SWAP_A = ((0, 0), (1, 0), (0, 1), (1, 1))
+
+
+def np_gemm_swapped(x: np.ndarray, bits: int, data: np.ndarray, scale: np.ndarray, n: int, k: int, group: int = 0,
+                    order: tuple[tuple[int, int], ...] = SWAP_A, late: bool = False) -> np.ndarray:
+    """The swapped kernel's loop (M <= 8) in numpy: y^T = W x^T, the A fragments made from the dequantised B registers
+    of two column blocks in `order`, the rows as B (n = 8, rows >= M zero), C read back as y^T.
+
+    `late` (W4, the kernel's LATE): the A fragments hold the codes alone, and each scale group's sums join the totals
+    times the group's FP32 scale of the C element's column, which the lane reads at 4 g + j of the tile's scale
+    layout (j = 2 cb + e // 2, the column block of C value e)."""
+    m = x.shape[0]
+    if m > 8:
+        raise ValueError(f"the swapped operands take at most 8 rows, got {m}")
+    xp = np.zeros((8, k), np.float16)
+    xp[:m] = x
+    n_pad = wo_layout.padded(n)
+    late = late and bits == 4
+    frag = np_b_fragments(bits, data, np.ones_like(scale) if late else scale, n_pad, k, group)  # (nt, c, lane, ...)
+    kb, nb = b_owner()
+    cr, cc = c_owner()  # C rows: output columns of the two blocks; C columns: activation rows
+    e = np.arange(4)[None, :]
+    y = np.zeros((8, n_pad), np.float32)
+    for nt in range(n_pad // 32):
+        for cb in range(2):
+            acc = np.zeros((32, 4), np.float32)
+            for grp in range(k // group if late else 1):
+                tiles = range(grp * group // 32, (grp + 1) * group // 32) if late else range(k // 32)
+                part = np.zeros((32, 4), np.float32)
+                for c in tiles:
+                    for ks in range(2):
+                        a = np.stack([frag[nt, c, :, 2 * cb + j, ks, r] for j, r in order], axis=1)  # (32, 4, 2)
+                        b = xp[nb, 32 * c + 16 * ks + kb]
+                        part = np_mma(a, b, part)
+                if late:  # add_group: the lane's scale j of this group, in FP32
+                    s = np.asarray(scale, np.float32)[grp, 32 * nt + 4 * G[:, None] + 2 * cb + e // 2]
+                    part = (s.astype(np.float64) * part + acc).astype(np.float32)
+                acc = part
+            col = 32 * nt + 16 * cb + cr
+            if bits == 8:
+                acc = acc * np.asarray(scale, np.float32)[col]
+            y[cc, col] = acc
+    return y[:m, :n]

@@ -69,6 +69,54 @@ def test_the_kernels_loop_in_numpy_matches_the_reference(w16, m):
         assert not torch.equal(G.reference(x, p, torch.zeros_like(made)), G.reference(x, p))
 
 
+def test_the_swapped_instances_are_named_only_where_switched_on(monkeypatch):
+    assert not G.swapped(4) and G.kernel_name(4, 4, "a") == "wo_gemm<4, 1, 4, 4, 3>"  # off: the measured launches
+    monkeypatch.setattr(G, "SWAPPED", [True])
+    assert G.swapped(8) and not G.swapped(G.SWAP_MAX_M + 1)
+    assert G.kernel_name(4, 4, "a") == "wo_gemm<4, 1, 4, 4, 3, 1, true, true>"  # swapped, late scaling
+    assert G.kernel_name(8, 8, "d").endswith(", 2, true>") and G.kernel_name(4, 9, "a") == "wo_gemm<4, 1, 4, 4, 3>"
+    monkeypatch.setattr(G, "LATE_SCALE", [False])
+    assert G.kernel_name(4, 4, "a") == "wo_gemm<4, 1, 4, 4, 3, 1, true>"
+    assert any(n.endswith("true>") for n in G.all_kernel_names())
+
+
+@pytest.mark.parametrize("m", [1, 5, 8])
+def test_the_swapped_operands_loop_matches_the_reference_and_a_wrong_register_order_fails(w16, m):
+    """Up to 8 rows the kernel makes the weights the mma's A operand from the B registers it dequantises; the twin of
+    that loop matches the reference, and the same loop with a plausible wrong register order does not."""
+    torch.manual_seed(m)
+    x = torch.randn(m, 128).half()
+    for q in (wo.quantize_w4(w16, 32), wo.quantize_w8(w16)):
+        p = G.prepare(q)
+        args = (x.numpy(), p.bits, p.data.numpy(), p.scale.numpy(), p.n, p.k, p.group)
+        ref = x.float().numpy() @ exact(q).T
+        assert np.allclose(twin.np_gemm_swapped(*args), ref, atol=1e-5, rtol=1e-5)
+        wrong = twin.np_gemm_swapped(*args, order=((0, 0), (0, 1), (1, 0), (1, 1)))  # A's rows and k-halves mixed
+        assert not np.allclose(wrong, ref, atol=1e-3)
+
+
+@pytest.mark.parametrize("group", [32, 128])
+def test_late_scaling_multiplies_each_groups_sums_by_its_columns_scale(group):
+    """The swapped W4 kernel multiplies the codes and scales each group's sums once (LATE): its twin matches the
+    exactly dequantised weight q * s (no FP16 rounding of the product), and reading the scales in the natural column
+    order instead of the lane's fails."""
+    torch.manual_seed(group)
+    w = torch.randn(72, 256) * 0.02
+    q = wo.quantize_w4(w, group)
+    p = G.prepare(q)
+    x = torch.randn(5, 256).half()
+    exact_qs = wo.unpack_int4(q.packed).double() * q.scale.half().double().repeat_interleave(group, dim=1)
+    ref = x.double().numpy() @ exact_qs.numpy().T
+    args = (x.numpy(), 4, p.data.numpy(), p.scale.numpy(), p.n, p.k, p.group)
+    assert np.allclose(twin.np_gemm_swapped(*args, late=True), ref, atol=1e-5, rtol=1e-5)
+    early = twin.np_gemm_swapped(*args)  # the FP16 weights fp16(q * s): another rounding, close but not equal
+    assert np.allclose(early, ref, atol=2e-3) and not np.array_equal(early, twin.np_gemm_swapped(*args, late=True))
+    natural = q.scale.half().T.contiguous()
+    natural = torch.cat([natural, torch.zeros(natural.shape[0], p.n_pad - p.n, dtype=torch.float16)], 1)
+    wrong = twin.np_gemm_swapped(x.numpy(), 4, p.data.numpy(), natural.numpy(), p.n, p.k, p.group, late=True)
+    assert not np.allclose(wrong, ref, atol=1e-3)
+
+
 def test_a_wrong_scale_layout_is_caught(w16):
     q = wo.quantize_w4(w16, 32)
     p = G.prepare(q)
@@ -80,7 +128,8 @@ def test_a_wrong_scale_layout_is_caught(w16):
 
 @pytest.mark.skipif(not nv.available(), reason="needs cuda-bindings (NVRTC) and a cuda_fp16.h")
 def test_the_kernel_compiles_for_hopper_without_spills():
-    names = [G.kernel_name(4, 1, "a"), G.kernel_name(8, 64, "b")]
+    names = [G.kernel_name(4, 1, "a"), G.kernel_name(8, 64, "b"),
+             "wo_gemm<4, 1, 4, 8, 3, 1, true, true>", "wo_gemm<8, 1, 4, 8, 3, 2, true>"]  # swapped (W4 late-scaled)
     ok, log = nv.compile_log("wo_gemm", names, "sm_90")
     assert ok, log
     assert nv.spills(log) and max(nv.spills(log)) == 0, log

@@ -123,7 +123,8 @@ def profile(timeout: int = 240) -> list[dict[str, Any]]:
     for rng, kernel, m in ranges():
         if "GEMM" in kernel:
             row = table.get(wm.table_key(kernel.split()[0].lower(), n, k, m), {})
-            launches[rng] = f"config {row.get('config', '?')}, split {row.get('split', '?')}"
+            launches[rng] = f"config {row.get('config', '?')}, split {row.get('split', '?')}" + \
+                (", swapped" if wm.swapped(m) else "")  # at M <= 8 another instance: weights as the mma's A
     with tempfile.TemporaryDirectory(prefix="course-gemm-ncu-") as tmp:
         path = Path(tmp) / "table.json"
         path.write_text(json.dumps(table), encoding="utf-8")

@@ -219,6 +219,37 @@ def diagnosis(rows: list[dict], d2d_gbs: float) -> str:
     return "; ".join(parts) + "."
 
 
+def tinygemm_gap(rows: list[dict], d2d_gbs: float) -> str:
+    """Where the W4A16 GEMV's lead over tinygemm goes, from the run itself: the course's W4 weights (codes and scales)
+    streamed at the same run's copy rate would lead tinygemm by `at_copy` (tinygemm's measured µs ÷ those bytes' time
+    at the copy rate, geometric mean over the 7B shapes); the GEMV's measured lead ÷ that is the share of the copy rate
+    it reads them at there, beside the share the target needs. (The copy reads and writes, so a kernel that only
+    reads may pass it a little: a yardstick, not a wall.) Empty without the rows it needs."""
+    from helpers import reference
+
+    seven = [f"{n}×{k}" for n, k in SHAPES_7B]
+    by = {(r["N×K"], r["kernel"]): r for r in rows}
+    pairs = [(by.get((s, _course(rows, "w4a16"))), by.get((s, "w4a16 tinygemm"))) for s in seven]
+    if not d2d_gbs or not all(c and t for c, t in pairs):
+        return ""
+    at_copy = timing.geomean([t["µs"] / (c["weight GB/s"] * c["µs"] / d2d_gbs) for c, t in pairs])
+    lead = timing.geomean([t["µs"] / c["µs"] for c, t in pairs])
+    target = reference.TARGETS_BY_NAME.get("llm.gemv.w4a16_over_tinygemm")
+    need = need_zh = ""
+    if target is not None and target.value is not None:
+        share = target.value / at_copy
+        more = ", more than the copy rate" if share > 1 else ""
+        need = f"; the target ({target.text}) needs {share:.0%} of it{more}"
+        need_zh = f"；目标（{target.text}）需要 {share:.0%}" + ("，超过拷贝速率" if share > 1 else "")
+    return (f"Where the lead over tinygemm goes: streamed at this run's copy rate ({d2d_gbs:.0f} GB/s), the "
+            f"course's W4 weights (codes and scales) would lead tinygemm by {at_copy:.2f}× (geometric mean over the "
+            f"7B shapes); the course's GEMV reads them at {lead / at_copy:.0%} of that rate there and leads by "
+            f"{lead:.2f}×{need}.\n"
+            f"相对 tinygemm 的领先差在哪里：若以本次运行的拷贝速率（{d2d_gbs:.0f} GB/s）读课程的 W4 权重"
+            f"（编码和缩放），可领先 tinygemm {at_copy:.2f} 倍（7B 形状的几何平均）；课程的 GEMV 在这些形状上"
+            f"以该速率的 {lead / at_copy:.0%} 读取，领先 {lead:.2f} 倍{need_zh}。")
+
+
 HEADLINES = (("llm.gemv.w8a16_over_fp16", "W8A16 GEMV over FP16 cuBLAS (7B shapes)",
               "W8A16 GEMV 相对 FP16 cuBLAS（7B 形状）"),
              ("llm.gemv.w4a16_over_fp16", "W4A16 g128 GEMV over FP16 cuBLAS (7B shapes)",

@@ -89,6 +89,19 @@ def test_outlier_study_rows_and_summary(small):
     assert float(before.max() / before.median()) > 3 * float(after.max() / after.median())
 
 
+def test_the_tinygemm_gap_is_the_gemvs_share_of_the_copy_rate_against_what_the_target_needs():
+    """Each 7B shape: the course's W4 weights take 2 µs at the copy rate, tinygemm 4 µs, so a kernel at the copy rate
+    would lead it 2×; a GEMV taking 2.5 µs reads at 80 % of the copy rate and leads 1.6×; the 1.5 target needs 75 %."""
+    seven = [f"{n}×{k}" for n, k in gemv_bench.SHAPES_7B]
+    rows = [{"N×K": s, "kernel": k, "µs": us, "weight GB/s": gbs} for s in seven
+            for k, us, gbs in (("w4a16 CUDA", 2.5, 800.0), ("w4a16 tinygemm", 4.0, 600.0))]  # 2000 bytes a shape
+    said = gemv_bench.tinygemm_gap(rows, 1000.0)
+    assert "lead tinygemm by 2.00×" in said and "at 80% of that rate there and leads by 1.60×" in said
+    assert "the target (>= 1.5) needs 75% of it" in said and "\n" in said  # and its Chinese twin
+    assert "more than the copy rate" in gemv_bench.tinygemm_gap(rows, 500.0)  # copy-rate lead 1×: 150 % needed
+    assert gemv_bench.tinygemm_gap(rows[:-1], 1000.0) == "" and gemv_bench.tinygemm_gap(rows, 0.0) == ""
+
+
 def test_gemv_headline_and_diagnosis_from_rows():
     rows = [{"N×K": s, "kernel": k, "µs": 1.0, "weight GB/s": gbs, "× fastest FP16": x}
             for s in ("4096×4096", "11008×4096")
