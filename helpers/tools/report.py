@@ -9,6 +9,8 @@
                                                             the fresh-clone timer, the grading load test;
                                                             a card's summary.md is written again)
     python -m helpers.tools.report summarize reference/h200   (its summary.md again, from what it stores)
+    python -m helpers.tools.report plan [--card h100] [--jobs 4]  (a whole run's wall time estimated from the card's
+                                                            stored per-notebook seconds and the --jobs phases)
     python -m helpers.tools.report check-tmp DIR [--allow GLOB]  (nothing left in a private TMPDIR)
 
 Writes DIR/results.json, DIR/runs.json, DIR/summary.md (after every notebook, so a run cut off keeps what
@@ -40,7 +42,7 @@ from helpers import bench, cli, figure_check
 from helpers import records as records_mod
 from helpers.records import latest_by_name
 from helpers.errors import InputError
-from helpers.reference import REFERENCE_DIR, ROOT
+from helpers.reference import REFERENCE_DIR, ROOT, TARGETS_BY_NAME
 from helpers.tools import report_figures, report_store
 from helpers.tools.report_exec import execute, execute_all, notebook_client, prestart  # noqa: F401 - re-exported
 from helpers.tools.tmp_check import KNOWN_TMP_FILES, check_tmp, tmp_leftovers  # noqa: F401 - re-exported
@@ -324,6 +326,33 @@ def _cmd_run(argv: list[str]) -> int:
     return 0 if all(r.ok for r in runs) and not figures else 1
 
 
+def _cmd_plan(argv: list[str]) -> int:
+    """plan --card h100 --jobs N."""
+    from helpers.tools import report_plan
+
+    ap = cli.Parser(prog=f"{PROG} plan", description="estimate a whole run's wall time from a card's stored times")
+    ap.add_argument("--card", choices=("h100", "h200"), default="h100", help="the stored reference run to read")
+    ap.add_argument("--jobs", type=cli.positive_int, default=4, help="as `run --jobs` (default 4)")
+    a = ap.parse_args(argv)
+    path = REFERENCE_DIR / a.card / "runs.json"
+    if not path.is_file():
+        raise InputError(f"{path} does not exist: no stored run of {a.card}; store one with `run --store`.")
+    seconds = {Path(r["path"]).stem: float(r["seconds"]) for r in json.loads(path.read_text(encoding="utf-8"))}
+    parts, unknown = report_plan.estimate(seconds, a.jobs)
+    print(f"Estimated wall time of `run --jobs {a.jobs}` from the per-notebook seconds in {path.relative_to(ROOT)} "
+          "(stored from runs made apart, some with a notebook alone; start-up not counted):")
+    for title, wall, order in parts:
+        top = ", ".join(f"{s} {seconds[s]:.0f} s" for s in order[:4])
+        print(f"  {title}: {wall:.0f} s (slowest: {top})")
+    total = sum(w for _, w, _ in parts)
+    target = TARGETS_BY_NAME.get("suite.gpu_report_minutes")
+    against = "" if target is None or target.value is None else \
+        f" (target {target.text} min: {total - 60 * target.value:+.0f} s against it)"
+    print(f"  total {total:.0f} s = {total / 60:.1f} min{against}"
+          + (f"; no stored time for {', '.join(unknown)}" if unknown else ""))
+    return 0
+
+
 def _cmd_summarize(argv: list[str]) -> int:
     """summarize DIR."""
     ap = cli.Parser(prog=f"{PROG} summarize", description="write a stored reference's summary.md from its contents")
@@ -333,7 +362,7 @@ def _cmd_summarize(argv: list[str]) -> int:
 
 
 VERBS = {"run": _cmd_run, "summarize": _cmd_summarize, "check-names": _cmd_check_names, "store-cpu": _cmd_store_cpu,
-         "store-records": _cmd_store_records, "check-tmp": check_tmp}
+         "store-records": _cmd_store_records, "check-tmp": check_tmp, "plan": _cmd_plan}
 
 
 def main(argv: list[str] | None = None) -> int:

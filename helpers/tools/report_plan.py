@@ -15,6 +15,7 @@ The phases (`phases(paths, jobs)`): 1. the TIMING notebooks one after another, t
 jobs - 1 lanes, and from the start the cache prefill (PREFILL); 2. the GPU notebooks, `jobs` at a time; 3. the ALONE
 notebooks, one after another, nothing beside.
 With `--jobs 1` every notebook runs alone, in course order, the GPU visible (the run as it was).
+`estimate(seconds, jobs)` lays per-notebook seconds out on these phases (``report plan``: a card's stored times).
 
 Without a GPU (`make notebooks`) only the notebooks in CPU_TIMING time anything, on the CPU: they run one at a
 time, alone; the others run two at a time.
@@ -135,3 +136,29 @@ def side_env(jobs: int) -> dict[str, str]:
     threads = str(max(SIDE_THREADS_MIN, free // max(1, jobs - 1)))
     return {"CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads,
             "OPENBLAS_NUM_THREADS": threads, "NUMBA_NUM_THREADS": threads}
+
+
+def lanes(seconds: list[float], count: int) -> float:
+    """Wall seconds of jobs run on `count` lanes in the order given, each to the lane that frees first (as the
+    report's thread pool takes them)."""
+    load = [0.0] * max(1, count)
+    for x in seconds:
+        load[load.index(min(load))] += x
+    return max(load)
+
+
+def estimate(seconds: dict[str, float], jobs: int) -> tuple[list[tuple[str, float, list[str]]], list[str]]:
+    """The wall seconds of each phase of a run with `jobs`, from per-notebook seconds {stem: s}: (title, seconds,
+    its notebooks, slowest first) per phase, and the stems with no time (left out of the sums). Phase 1 lasts as long
+    as its timing lane or, if longer, its side lanes (jobs - 1 of them); the prefill and each notebook's start-up
+    are not counted."""
+    paths = [Path(f"{stem}.ipynb") for stem in PLAN]
+    out, unknown = [], [p.stem for p in paths if p.stem not in seconds]
+    for ph in phases([p for p in paths if p.stem in seconds], jobs):
+        main = [seconds[p.stem] for p in ph.main]
+        wall = sum(main) if ph.lanes <= 1 else lanes(main, ph.lanes)
+        if ph.side:
+            wall = max(wall, lanes([seconds[p.stem] for p in ph.side], ph.side_lanes))
+        order = sorted((p.stem for p in ph.main + ph.side), key=lambda s: -seconds[s])
+        out.append((ph.title, wall, order))
+    return out, unknown

@@ -183,3 +183,29 @@ def _running(pid: int) -> bool:
         return "State:\tZ" not in Path(f"/proc/{pid}/status").read_text()
     except OSError:
         return False
+
+
+def test_the_estimate_adds_the_timing_lane_and_packs_the_parallel_phases():
+    from helpers.tools import report_plan as P
+
+    assert P.lanes([5, 4, 3, 3, 3], 2) == 10 and P.lanes([1, 1, 4], 2) == 5 and P.lanes([7], 3) == 7
+    assert P.lanes([], 2) == 0
+    secs = {stem: 10.0 for stem in P.PLAN}
+    secs["07_ptq"], secs["12_language_models"] = 50.0, 100.0
+    parts, unknown = P.estimate(secs, jobs=4)
+    (t1, w1, o1), (t2, w2, _), (t3, w3, _) = parts
+    timing = [s for s, (k, _) in P.PLAN.items() if k == P.TIMING]
+    assert w1 == sum(secs[s] for s in timing) and o1[0] == "12_language_models"  # one at a time; hidden lanes shorter
+    assert w2 == 50.0 and w3 == 10.0 * sum(k == P.ALONE for k, _ in P.PLAN.values()) and not unknown
+    del secs["lab00_warmup_quantize"]
+    assert P.estimate(secs, jobs=4)[1] == ["lab00_warmup_quantize"]
+    alone, _ = P.estimate(secs, jobs=1)
+    assert len(alone) == 1 and alone[0][1] == sum(secs.values())
+
+
+def test_plan_reads_a_cards_stored_times_and_says_how_far_from_the_target(capsys):
+    from helpers.tools import report
+
+    assert report.main(["plan", "--card", "h100", "--jobs", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "timing notebooks, one at a time" in out and "total" in out and "target <= 8 min" in out
