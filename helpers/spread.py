@@ -17,7 +17,8 @@ Serves: core — used by every chapter and every lab.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +52,18 @@ class Spread:
 
     def __str__(self) -> str:
         return f"{self.lo:.3g}..{self.hi:.3g} ({self.method})"
+
+
+def geomean(values: Iterable[float]) -> float:
+    """The geometric mean of positive numbers, the course's mean of ratios over shapes (InputError when empty or when
+    one is not > 0)."""
+    vals = list(values)
+    if not vals:
+        raise InputError("a geometric mean needs at least one value; none was measured.")
+    bad = [v for v in vals if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0)]
+    if bad:
+        raise InputError(f"a geometric mean needs positive, finite values; got {bad[:3]}.")
+    return math.exp(sum(math.log(v) for v in vals) / len(vals))
 
 
 def _finite(values: Sequence[float], what: str) -> np.ndarray:

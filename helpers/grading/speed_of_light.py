@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from helpers.errors import InputError
+from helpers.spread import geomean  # noqa: F401 - re-exported: the ranking's mean of fractions
 
 # (record name, what it is): the first one stored on the card is used
 BANDWIDTH = (("ch03.copy_gbs.torch_d2d", "device-to-device copy, torch (bytes read + written)"),
@@ -164,17 +165,6 @@ def fraction(limit_s: float, seconds: float) -> float:
     if not (isinstance(seconds, (int, float)) and math.isfinite(seconds) and seconds > 0):
         raise InputError(f"a kernel's time must be a positive, finite number of seconds; got {seconds!r}.")
     return limit_s / seconds
-
-
-def geomean(values: Iterable[float]) -> float:
-    """The geometric mean of positive numbers (InputError when empty or when one is not > 0)."""
-    vals = list(values)
-    if not vals:
-        raise InputError("a geometric mean needs at least one value; no shape was timed.")
-    bad = [v for v in vals if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0)]
-    if bad:
-        raise InputError(f"a geometric mean needs positive, finite values; got {bad[:3]}.")
-    return math.exp(sum(math.log(v) for v in vals) / len(vals))
 
 
 def card_of(device: str) -> str | None:

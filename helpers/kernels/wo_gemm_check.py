@@ -21,7 +21,6 @@ Serves: core — used by chapter 12.
 from __future__ import annotations
 
 import json
-import math
 import re
 import statistics
 import sys
@@ -38,6 +37,7 @@ from helpers.kernels.wo_gemm_timing import (TOLERANCE, answering, capture, relat
                                           time_graphs)  # (re-exported)
 from helpers.quant import weight_only as wo
 from helpers.records import Record, record, save_records
+from helpers.spread import geomean
 
 SHAPES = ((4096, 4096), (11008, 4096), (4096, 11008))  # LLaMA-7B: q/k/v/o, gate/up, down
 BATCHES = (1, 2, 4, 8, 16, 32, 64)
@@ -263,7 +263,7 @@ def summarize(rows: list[dict]) -> tuple[dict, list[str]]:
         for m in batches:
             ratios = [fp16[(sh, m)] / r["us"] for (ff, ss, sh, mm), r in best.items()
                       if ff == f and ss == s and mm == m and (sh, m) in fp16]
-            cells.append(f"{math.exp(sum(map(math.log, ratios)) / len(ratios)):8.2f}" if ratios else f"{'—':>8s}")
+            cells.append(f"{geomean(ratios):8.2f}" if ratios else f"{'—':>8s}")
         lines.append(f"{f + ' ' + s:22s}" + "".join(cells))
     for s in ("w4a16", "w8a16"):
         for m in batches:
@@ -298,7 +298,7 @@ def headline_records(rows: list[dict], rounds: int) -> list[Record]:
             continue
 
         def geo(top: str, bottom: str) -> float:
-            return math.exp(statistics.fmean(math.log(fp16[s][top] / best[s][bottom]) for s in sorted(shapes)))
+            return geomean(fp16[s][top] / best[s][bottom] for s in sorted(shapes))
 
         out.append(record(
             metric.name, geo("us", "us"), "ratio", command=COMMAND, harness=HARNESS, lo=geo("lo", "hi"),

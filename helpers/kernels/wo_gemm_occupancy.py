@@ -15,6 +15,10 @@ from helpers.kernels import wo_gemm as G
 from helpers.kernels.occupancy import HOPPER, occupancy
 
 BOOKKEEPING_REGISTERS = 24  # pointers, indices, loop counters beside the data (a guess; tested against ptxas)
+# late scaling keeps a group's 8 sums and 4 FP32 scales but no FP16 scale pairs; against the swapped kernel's, ptxas's
+# counts rose by 2-8 (configs a, b, c, g) and fell by 23-24 (d, e): 6 gives ptxas's blocks per SM for every config at
+# M = 8 (the CPU test compares)
+LATE_REGISTERS = 6
 
 
 def shared_bytes(bits: int, m: int, config: str) -> int:
@@ -28,7 +32,7 @@ def shared_bytes(bits: int, m: int, config: str) -> int:
 def estimated_registers(bits: int, m: int, config: str) -> int:
     """Registers a thread of the instance needs, counted from what wo_gemm.cu keeps live at once.
 
-    The FP32 accumulators (16 a row tile; 8 with swapped operands, twice that and 4 scales with late scaling);
+    The FP32 accumulators (16 a row tile; 8 with swapped operands, and LATE_REGISTERS more with late scaling);
     this stage's and the next stage's weights (a warp's D / kw tiles of one 16-byte piece, two for W8: 4 registers
     a piece); W4's scales of both stages (2 a tile); the A fragments (4 a row tile; swapped: the rows' 2 B
     registers and the 8 dequantised weight registers that make two A fragments); plus BOOKKEEPING_REGISTERS. ptxas
@@ -38,7 +42,7 @@ def estimated_registers(bits: int, m: int, config: str) -> int:
     d, pieces = G.effective_d(config, bits, mt) // G.CONFIGS[config].kw, 1 if bits == 4 else 2
     sums, fragments = (8, 2 + 8) if G.swapped(m) else (16 * mt, 4 * mt)  # swapped: 2 column blocks of 16 x 8
     if G.swapped(m) and bits == 4 and G.LATE_SCALE[0]:
-        sums += 8 + 4  # late scaling: the group's own sums and its 4 scales in FP32
+        sums += LATE_REGISTERS
     data = sums + 2 * d * pieces * 4 + (2 * d * 2 if bits == 4 else 0) + fragments
     return min(HOPPER.max_registers_per_thread, data + BOOKKEEPING_REGISTERS)
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import statistics
 import sys
 from collections.abc import Iterator
@@ -32,6 +31,7 @@ from helpers.kernels import wo_gemm_check as C
 from helpers.kernels.wo_gemm_timing import TOLERANCE, capture, relative_error, time_graphs
 from helpers.bench import l2_copies as copies
 from helpers.quant import weight_only as wo
+from helpers.spread import geomean
 
 VARIANTS = {"plain": (False, False), "swapped": (True, False), "swapped, late scales": (True, True)}
 CASES = (("w4a16", 4), ("w4a16", 8), ("w8a16", 8))
@@ -88,16 +88,13 @@ def bench(rounds: int) -> list[dict]:
 def summary(rows: list[dict]) -> list[str]:
     """Per (scheme, M): cuBLAS ÷ each variant, geometric mean over the shapes (min..max from the rounds' ends), and
     swapped ÷ plain with 'not resolved' where their ranges overlap."""
-    def geo(vals: list[float]) -> float:
-        return math.exp(statistics.fmean(math.log(v) for v in vals))
-
     lines = []
     for scheme, m in CASES:
         sel = [r for r in rows if r["scheme"] == scheme and r["M"] == m]
         got = {}
         for v in VARIANTS:
             if sel and all(v in r for r in sel):
-                got[v] = tuple(geo([r["cuBLAS fp16"][a] / r[v][b] for r in sel])
+                got[v] = tuple(geomean([r["cuBLAS fp16"][a] / r[v][b] for r in sel])
                                for a, b in (("us", "us"), ("min", "max"), ("max", "min")))
         if not got:
             continue

@@ -205,22 +205,31 @@ def test_every_instance_fits_an_sm_and_the_count_says_it_is_an_estimate_without_
 
 
 @pytest.mark.skipif(not nv.available(), reason="needs cuda-bindings (NVRTC) and a cuda_fp16.h")
-def test_the_register_estimate_gives_ptxas_occupancy_at_small_m():
-    """At M <= 16 (where split-K matters) the estimate must give the blocks per SM that ptxas's registers give."""
+@pytest.mark.parametrize("m, swap", [(16, False), (8, True)])
+def test_the_register_estimate_gives_ptxas_occupancy_at_small_m(monkeypatch, m, swap):
+    """At M <= 16 (where split-K matters) the estimate must give the blocks per SM that ptxas's registers give: the
+    plain instances at M = 16 and the swapped, late-scaled ones at M = 8 (the variant wo_gemm_swap_check switches on
+    first)."""
     import re
 
     from helpers.kernels.occupancy import occupancy
 
-    names = {G.kernel_name(4, 16, c): c for c in G.CONFIGS}
+    monkeypatch.setattr(G, "SWAPPED", [swap])
+    names = {G.kernel_name(4, m, c): c for c in G.CONFIGS}
     ok, log = nv.compile_log("wo_gemm", list(names), "sm_90")
     assert ok, log
-    found = re.findall(r"Compiling entry function '_Z7wo_gemmILi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)E.*?"
-                       r"Used (\d+) registers", log, re.S)  # each instance's template arguments and registers
+    found = re.findall(r"Compiling entry function '_Z7wo_gemmILi\d+E(\S+?)EEvPK.*?Used (\d+) registers", log, re.S)
     assert len(found) == len(names), log
-    for *args, kw, regs in found:
-        c = names[f"wo_gemm<{', '.join(args)}{', ' + kw if kw != '1' else ''}>"]
-        real = occupancy(G.CONFIGS[c].threads, int(regs), O.shared_bytes(4, 16, c)).blocks_per_sm
-        assert O.estimated_blocks_per_sm(4, 16, c) == real, (c, regs, O.estimated_registers(4, 16, c))
+    by_args = {}
+    for name, c in names.items():  # the mangled template arguments of each instance, e.g. Li1ELi4E...ELb1ELb1
+        args = [a.strip() for a in name[name.index("<") + 1:-1].split(",")][1:]
+        args += ["1"] * (5 - len(args))  # KW defaults to 1
+        mangled = "E".join(f"Lb{int(a == 'true')}" if a in ("true", "false") else f"Li{a}" for a in args)
+        by_args[mangled if swap else mangled + "ELb0ELb0"] = c
+    for mangled, regs in found:
+        c = by_args[mangled]
+        real = occupancy(G.CONFIGS[c].threads, int(regs), O.shared_bytes(4, m, c)).blocks_per_sm
+        assert O.estimated_blocks_per_sm(4, m, c) == real, (c, regs, O.estimated_registers(4, m, c))
 
 
 @pytest.mark.parametrize("n, k", [(4096, 4096), (11008, 4096), (4096, 11008)])

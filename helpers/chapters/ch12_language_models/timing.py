@@ -12,13 +12,13 @@ Serves: chapter 12.
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from helpers.bench import GRAPH_HARNESS
+from helpers.spread import geomean  # noqa: F401 - re-exported: chapter 12's mean over shapes
 
 ROUNDS = 7
 
@@ -65,11 +65,6 @@ def interleaved(calls: dict[str, list[Callable[[], Any]]], rounds: int = ROUNDS,
 
 
 HARNESS = GRAPH_HARNESS  # what every table of this module's timings records
-
-
-def geomean(values: list[float]) -> float:
-    """Geometric mean of positive numbers."""
-    return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
 AGREE = 0.05  # two tables showing the same kernel, shape and batch in one harness must agree within 5 %

@@ -20,7 +20,6 @@ Serves: lab 13 (its GPU timing).
 from __future__ import annotations
 
 import functools
-import math
 import statistics
 import time
 from collections.abc import Callable
@@ -181,16 +180,11 @@ def measure(gemv: Any, shapes: tuple[tuple[int, int], ...] = SHAPES, rounds: int
     return result
 
 
-def _geomean(values: list[float]) -> float:
-    """The geometric mean."""
-    return math.exp(sum(math.log(v) for v in values) / len(values))
-
-
 def ratio(result: Result, fast: str, slow: str) -> tuple[float, list[float]]:
     """Geometric mean over shapes of slow's time / fast's time (medians), and the same per round."""
-    med = _geomean([result.median(slow, s) / result.median(fast, s) for s in result.shapes])
+    med = spread.geomean([result.median(slow, s) / result.median(fast, s) for s in result.shapes])
     rounds = min(len(v) for v in result.seconds.values())
-    per_round = [_geomean([result.seconds[(slow, s)][r] / result.seconds[(fast, s)][r] for s in result.shapes])
+    per_round = [spread.geomean([result.seconds[(slow, s)][r] / result.seconds[(fast, s)][r] for s in result.shapes])
                  for r in range(rounds)]
     return med, per_round
 
