@@ -319,10 +319,17 @@ class Result:
         return "" if self.measured else "stored reference"
 
     def where(self) -> str:
-        """One line that says where the rows come from."""
+        """One line that says where the rows come from, and why they were not measured here: no GPU, no Nsight
+        Compute, or (on a GPU that could) the notebook asked for the stored run."""
         if self.measured:
             return self.label
-        return f"No GPU here: stored {self.source.upper()} run, {self.label}"
+        from helpers.device import has_gpu
+
+        needs = self.experiment.needs
+        why = ("Not measured in this session" if needs == "cpu" else "No GPU here" if not has_gpu() else
+               "Nsight Compute (ncu) is not installed here" if not self.experiment.can_measure() else
+               "Not measured on this GPU")
+        return f"{why}: stored {self.source.upper()} run, {self.label}"
 
     def show(self, table: str, caption: str = "", view: Callable[[list[dict]], list[dict]] | None = None) -> None:
         """The table's rows (through `view`, e.g. a column selection), captioned with where they come from."""

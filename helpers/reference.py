@@ -99,14 +99,15 @@ def nearest_holding(prefix: str) -> tuple[str | None, list[Record]]:
 
 def card_note(card: str, device: str | None = None) -> str:
     """Why `card` is the stored run shown: 'the same card as yours', or 'the newest stored GPU run that holds these
-    rows; none of yours'."""
+    rows' (on a GPU with no stored run of its own, naming it)."""
     if device is None:
         from helpers.device import device_label
 
         device = device_label()
     if card.upper() in device.upper():
         return f"the same card as yours ({device})"
-    return f"the newest stored GPU run that holds these rows (none stored for {device})"
+    newest = "the newest stored GPU run that holds these rows"
+    return newest if device.startswith("CPU") else f"{newest}; none is stored for your {device}"
 
 
 # ---- provenance: which device, date and software a stored run used ---------------------------------

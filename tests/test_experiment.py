@@ -129,6 +129,25 @@ def test_without_the_hardware_it_shows_the_nearest_stored_card_and_says_which(mo
     assert "no stored GPU run holds these rows yet" in exp.run(stored=True).where()
 
 
+def test_a_stored_run_says_why_it_was_not_measured_here(monkeypatch, session):
+    """Old behaviour: every stored run began 'No GPU here', also on a GPU whose notebook asked for the stored run
+    (an FP8 table on a card without FP8) beside 'the same card as yours'."""
+    stored = {"h100": (Record("test.copy.d2d", 3000.0, "GB/s", "NVIDIA H100 80GB HBM3", "2026-12-05",
+                              extra={"table": "test.copy", "kernel": "d2d"}),)}
+    monkeypatch.setattr(reference, "load", lambda source="h200": stored.get(source, ()))
+    monkeypatch.setattr("helpers.device.has_gpu", lambda: False)
+    monkeypatch.setattr("helpers.device.device_label", lambda: "CPU (x86_64, 2 cores)")
+    where = _copy_experiment([], needs="gpu").run(stored=True).where()
+    assert where.startswith("No GPU here: stored H100 run") and "none is stored" not in where
+    monkeypatch.setattr("helpers.device.has_gpu", lambda: True)
+    monkeypatch.setattr("helpers.device.device_label", lambda: "NVIDIA A100-SXM4-80GB")
+    where = _copy_experiment([], needs="gpu").run(stored=True).where()
+    assert where.startswith("Not measured on this GPU: stored H100 run")
+    assert where.endswith("none is stored for your NVIDIA A100-SXM4-80GB")
+    monkeypatch.setattr("shutil.which", lambda name: None)  # a GPU without Nsight Compute
+    assert _copy_experiment([], needs="ncu").run().where().startswith("Nsight Compute (ncu) is not installed here")
+
+
 def test_a_stored_card_without_the_experiments_rows_is_passed_over(monkeypatch, session):
     """Old behaviour: a CPU learner was shown the newest card's run even where it holds none of the rows."""
     stored = {"h200": (Record("test.copy.d2d", 4000.0, "GB/s", "NVIDIA H200", "2026-11-30",

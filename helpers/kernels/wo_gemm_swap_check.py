@@ -10,7 +10,8 @@ W4A16 (g128) at M = 4 and 8 and W8A16 at M = 8 on the three LLaMA-7B shapes, eac
 (``wo_gemm_check.candidates``) are checked against the reference, captured in CUDA graphs over weight copies that
 defeat L2 and timed with cuBLAS FP16 in one set of interleaved rounds; the fastest launch of each variant is kept.
 Writes DIR/rows.json and prints cuBLAS ÷ each variant (geometric mean over the shapes, with the rounds' min..max) and
-whether swapped beats plain outside both ranges. Switch ``wo_gemm.SWAPPED`` on only where it does.
+whether swapped beats plain outside both ranges, then what to set (``recommend``): switch ``wo_gemm.SWAPPED`` on only
+where it wins.
 
 Serves: tooling — the GPU A/B run that decides wo_gemm.SWAPPED (README, issue 36).
 """
@@ -33,6 +34,7 @@ from helpers.bench import l2_copies as copies
 from helpers.quant import weight_only as wo
 from helpers.spread import geomean
 
+LATE_DEFAULT = G.LATE_SCALE[0]
 VARIANTS = {"plain": (False, False), "swapped": (True, False), "swapped, late scales": (True, True)}
 CASES = (("w4a16", 4), ("w4a16", 8), ("w8a16", 8))
 
@@ -85,27 +87,64 @@ def bench(rounds: int) -> list[dict]:
     return rows
 
 
+def ratios(rows: list[dict]) -> dict[tuple[str, int], dict[str, tuple[float, float, float]]]:
+    """Per (scheme, M) of CASES: cuBLAS ÷ each variant timed at every shape, as geometric means over the shapes of
+    (cuBLAS's median ÷ the variant's, cuBLAS's fastest round ÷ the variant's slowest, the reverse): value, low, high."""
+    out: dict[tuple[str, int], dict[str, tuple[float, float, float]]] = {}
+    for scheme, m in CASES:
+        sel = [r for r in rows if r["scheme"] == scheme and r["M"] == m]
+        got = {v: tuple(geomean([r["cuBLAS fp16"][a] / r[v][b] for r in sel])
+                        for a, b in (("us", "us"), ("min", "max"), ("max", "min")))
+               for v in VARIANTS if sel and all(v in r for r in sel)}
+        if got:
+            out[(scheme, m)] = got  # type: ignore[assignment]
+    return out
+
+
+def verdict(mine: tuple[float, float, float], plain: tuple[float, float, float]) -> str:
+    """'faster' / 'slower' than plain only where the two ranges do not overlap, else 'not resolved'."""
+    return "faster" if mine[1] > plain[2] else "slower" if mine[2] < plain[1] else "not resolved"
+
+
 def summary(rows: list[dict]) -> list[str]:
     """Per (scheme, M): cuBLAS ÷ each variant, geometric mean over the shapes (min..max from the rounds' ends), and
     swapped ÷ plain with 'not resolved' where their ranges overlap."""
     lines = []
-    for scheme, m in CASES:
-        sel = [r for r in rows if r["scheme"] == scheme and r["M"] == m]
-        got = {}
-        for v in VARIANTS:
-            if sel and all(v in r for r in sel):
-                got[v] = tuple(geomean([r["cuBLAS fp16"][a] / r[v][b] for r in sel])
-                               for a, b in (("us", "us"), ("min", "max"), ("max", "min")))
-        if not got:
-            continue
+    for (scheme, m), got in ratios(rows).items():
+        n = len([r for r in rows if r["scheme"] == scheme and r["M"] == m])
         text = "; ".join(f"{v} {x:.2f} ({lo:.2f}..{hi:.2f})" for v, (x, lo, hi) in got.items())
         plain = got.get("plain")
-        for v, (x, lo, hi) in got.items():
+        for v, mine in got.items():
             if v != "plain" and plain:
-                verdict = ("faster" if lo > plain[2] else "slower" if hi < plain[1] else "not resolved")
-                text += f"; {v} ÷ plain {x / plain[0]:.3f} ({verdict})"
-        lines.append(f"{scheme} M = {m}, cuBLAS FP16 ÷ kernel over {len(sel)} shapes: {text}")
+                text += f"; {v} ÷ plain {mine[0] / plain[0]:.3f} ({verdict(mine, plain)})"
+        lines.append(f"{scheme} M = {m}, cuBLAS FP16 ÷ kernel over {n} shapes: {text}")
     return lines
+
+
+def recommend(rows: list[dict]) -> tuple[bool, bool, str]:
+    """What to set: (SWAPPED, LATE_SCALE, the sentence saying why). A setting is switched on only where its launches
+    were faster than plain outside both ranges in most timed cases and slower in none (W8A16 has no late scaling: it
+    runs plain swapped under either); of two such settings, the one with the larger mean gain over the cases."""
+    cases = ratios(rows)
+    fits = []
+    for late in (True, False):
+        verdicts, gains = [], []
+        for (scheme, _), got in cases.items():
+            v = "swapped, late scales" if late and scheme == "w4a16" else "swapped"
+            if v not in got or "plain" not in got:
+                verdicts = []
+                break
+            verdicts.append(verdict(got[v], got["plain"]))
+            gains.append(got[v][0] / got["plain"][0])
+        if verdicts and "slower" not in verdicts and 2 * verdicts.count("faster") > len(verdicts):
+            fits.append((geomean(gains), late, verdicts))
+    if not fits:
+        return False, LATE_DEFAULT, ("Keep wo_gemm.SWAPPED off: no swapped setting was faster than plain in most cases "
+                                     "without being slower in one (summary above).")
+    gain, late, verdicts = max(fits)
+    return True, late, (f"Switch on: wo_gemm.SWAPPED = [True], LATE_SCALE = [{late}] (faster than plain in "
+                        f"{verdicts.count('faster')} of {len(verdicts)} cases, slower in none; mean gain "
+                        f"{gain:.3f}x); then run wo_gemm_check and notebook 12 again.")
 
 
 def selftest() -> bool:
@@ -133,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "rows.json").write_text(json.dumps(rows, indent=1), encoding="utf-8")
     print("\n".join(summary(rows)))
+    print(recommend(rows)[2])
     return 0
 
 

@@ -37,6 +37,31 @@ def test_the_summary_says_faster_only_outside_both_ranges():
     assert "(slower)" in S.summary(slower)[0]
 
 
+def _rows(plain: tuple, swapped: tuple, late: tuple, w8: tuple | None = None) -> list[dict]:
+    """Two shapes of each CASE: W4A16 rows with a late-scaled column, W8A16 rows with `w8` as the swapped time."""
+    out = []
+    for scheme, m in S.CASES:
+        for shape in ("a", "b"):
+            r = _row(shape, scheme, m, plain, swapped if scheme == "w4a16" or w8 is None else w8)
+            if scheme == "w4a16":
+                r["swapped, late scales"] = {"launch": "c s3", "us": late[0], "min": late[1], "max": late[2]}
+            out.append(r)
+    return out
+
+
+def test_the_recommendation_switches_on_only_a_setting_that_wins_and_never_loses():
+    plain, fast, faster, slow = (10.0, 9.9, 10.1), (9.0, 8.9, 9.1), (8.0, 7.9, 8.1), (11.0, 10.9, 11.1)
+    on, late, why = S.recommend(_rows(plain, fast, faster))
+    assert (on, late) == (True, True) and "LATE_SCALE = [True]" in why and "3 of 3" in why
+    on, late, _ = S.recommend(_rows(plain, faster, fast))  # late scaling loses to the plain swap
+    assert (on, late) == (True, False)
+    on, _, why = S.recommend(_rows(plain, fast, faster, w8=slow))  # W8A16 slower swapped: nothing switched on
+    assert not on and "Keep wo_gemm.SWAPPED off" in why
+    on, _, _ = S.recommend(_rows(plain, (9.95, 9.5, 10.4), (9.95, 9.5, 10.4)))  # inside the spread everywhere
+    assert not on
+    assert S.recommend([])[0] is False
+
+
 def test_the_check_says_when_there_is_no_gpu(capsys, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert S.main(["--selftest"]) == 2

@@ -274,3 +274,51 @@ def roof_points(rows: list[dict]) -> list[RoofPoint]:
     """Roofline points (kind = scheme) from sweep rows or from stored records rebuilt into rows."""
     return [RoofPoint(f"{r['scheme']} M={r['M']}", r["scheme"], 2.0 * r["M"] * N * K, r["bytes"], r["µs"] / 1e6)
             for r in rows]
+
+
+def _w4_label(r: dict) -> str:
+    """What ran for a course W4A16 sweep point: the tensor-core GEMM, the CUDA GEMV (M <= 8) or the Triton GEMM."""
+    return "tensor-core GEMM" if r["scheme"] == "w4a16 tc" else "GEMV" if r["M"] <= wg.MAX_BATCH else "Triton GEMM"
+
+
+def tinygemm_sentence(rows: list[dict], up_to: int = 16) -> str:
+    """The course's fastest W4A16 kernel against tinygemm at each M of the sweep up to `up_to`, where the target
+    (``llm.gemv.w4a16_over_tinygemm``, set at M = 1) is asked of every such M: tinygemm's time ÷ the course's, its
+    range from the two points' intervals, and met / not met / not resolved per M; where it misses, how each
+    kernel's time grew from the first M to the M with the smallest lead."""
+    from helpers import reference
+    from helpers.spread import Spread
+
+    target = reference.TARGETS_BY_NAME["llm.gemv.w4a16_over_tinygemm"]
+    by = {(r["scheme"], r["M"]): r for r in rows if r.get("µs")}
+    points = []
+    for m in sorted({m for s, m in by if s == "w4a16 tinygemm" and m <= up_to}):
+        mine = [by[(s, m)] for s in ("w4a16", "w4a16 tc") if (s, m) in by]
+        if mine:
+            points.append((m, by[("w4a16 tinygemm", m)], min(mine, key=lambda r: r["µs"])))
+    if not points:
+        return "Batch sweep: no tinygemm points to compare with."
+    parts, missed = [], []
+    for m, t, c in points:
+        x = t["µs"] / c["µs"]
+        s = (Spread(t["lo_us"] / c["hi_us"], t["hi_us"] / c["lo_us"], "the points' intervals")
+             if c.get("lo_us") is not None and t.get("lo_us") is not None else None)
+        verdict = NOT_RESOLVED if target.straddled(s) else "met" if target.met(x) else "not met"
+        if verdict == "not met":
+            missed.append(m)
+        rng = f", {s.lo:.2f}..{s.hi:.2f}" if s else ""
+        parts.append(f"M = {m} {x:.2f}× ({_w4_label(c)}{rng}: {verdict})")
+    text = (f"The course's fastest W4A16 kernel over tinygemm at {N}×{K}, each M up to {up_to} (target "
+            f"{target.text} at every M): " + "; ".join(parts) + ".")
+    first = points[0]
+    worst = min(points, key=lambda p: p[1]["µs"] / p[2]["µs"])
+    if missed and worst[0] != first[0]:
+        (m0, t0, c0), (mw, tw_, cw) = first, worst
+        text += (f" Not met at M = {', '.join(map(str, missed))}: from M = {m0} to M = {mw} tinygemm's time grows "
+                 f"{t0['µs']:.1f} → {tw_['µs']:.1f} µs ({tw_['µs'] / t0['µs']:.2f}×) and the course's fastest "
+                 f"{c0['µs']:.1f} → {cw['µs']:.1f} µs ({cw['µs'] / c0['µs']:.2f}×, {_w4_label(c0)} → "
+                 f"{_w4_label(cw)}), so the lead falls from {t0['µs'] / c0['µs']:.2f}× to {tw_['µs'] / cw['µs']:.2f}×: "
+                 "the course's time grows faster with the batch than tinygemm's.")
+    elif missed:
+        text += f" Not met at M = {', '.join(map(str, missed))}."
+    return text

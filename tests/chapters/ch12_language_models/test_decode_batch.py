@@ -84,3 +84,24 @@ def test_the_streaming_sentence_compares_the_rate_with_the_copy_roof():
     fast = [rows[0], {**rows[1], "µs": 9.0}]
     assert "its bytes still set most of its time" in batch_sweep.stream_sentence(fast, 3000.0)
     assert "no w4a16 tc and FP16 points at M = 4" in batch_sweep.stream_sentence(rows, 3000.0, m=4)
+
+
+def test_the_tinygemm_sentence_judges_every_batch_and_says_what_grew():
+    from helpers.chapters.ch12_language_models import batch_sweep
+
+    def pt(scheme: str, m: int, us: float, half: float = 0.1) -> dict:
+        return {"scheme": scheme, "M": m, "µs": us, "lo_us": us - half, "hi_us": us + half}
+
+    rows = [pt("w4a16 tinygemm", 1, 15.0), pt("w4a16", 1, 9.0),                            # 1.67: met
+            pt("w4a16 tinygemm", 4, 20.0), pt("w4a16", 4, 34.0), pt("w4a16 tc", 4, 20.0),  # 1.00, the GEMM: not met
+            pt("w4a16 tinygemm", 8, 30.0, 1.0), pt("w4a16 tc", 8, 20.0, 1.0),               # 1.43..1.58: straddles
+            pt("w4a16 tinygemm", 32, 90.0), pt("w4a16 tc", 32, 30.0)]                       # beyond up_to: left out
+    text = batch_sweep.tinygemm_sentence(rows)
+    assert "M = 1 1.67× (GEMV, 1.64..1.70: met)" in text
+    assert "M = 4 1.00× (tensor-core GEMM, 0.99..1.01: not met)" in text
+    assert "M = 8 1.50× (tensor-core GEMM, 1.38..1.63: not resolved at this noise)" in text and "M = 32" not in text
+    assert "Not met at M = 4: from M = 1 to M = 4 tinygemm's time grows 15.0 → 20.0 µs (1.33×)" in text
+    assert "9.0 → 20.0 µs (2.22×, GEMV → tensor-core GEMM), so the lead falls from 1.67× to 1.00×" in text
+    all_met = [pt("w4a16 tinygemm", 1, 15.0), pt("w4a16", 1, 9.0)]
+    assert "Not met" not in batch_sweep.tinygemm_sentence(all_met)
+    assert batch_sweep.tinygemm_sentence([pt("w4a16", 1, 9.0)]) == "Batch sweep: no tinygemm points to compare with."
