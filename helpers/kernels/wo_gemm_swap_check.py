@@ -1,4 +1,4 @@
-"""GPU check of the weight-only GEMM's swapped operands (``wo_gemm.SWAPPED``, off until measured): correctness, then
+"""GPU check of the weight-only GEMM's swapped operands (``wo_gemm.SWAPPED``): correctness, then
 the plain, swapped and swapped + late-scaled launches against cuBLAS FP16 in the same interleaved rounds.
 
     python -m helpers.kernels.wo_gemm_swap_check --out DIR [--rounds 7]
@@ -10,10 +10,10 @@ W4A16 (g128) at M = 4 and 8 and W8A16 at M = 8 on the three LLaMA-7B shapes, eac
 (``wo_gemm_check.candidates``) are checked against the reference, captured in CUDA graphs over weight copies that
 defeat L2 and timed with cuBLAS FP16 in one set of interleaved rounds; the fastest launch of each variant is kept.
 Writes DIR/rows.json and prints cuBLAS ÷ each variant (geometric mean over the shapes, with the rounds' min..max) and
-whether swapped beats plain outside both ranges, then what to set (``recommend``): switch ``wo_gemm.SWAPPED`` on only
-where it wins.
+plain's time ÷ each swapped variant's from their own rounds (faster / slower only where that whole range lies above /
+below 1), then what to set (``recommend``): switch ``wo_gemm.SWAPPED`` on only where it wins.
 
-Serves: tooling — the GPU A/B run that decides wo_gemm.SWAPPED (README, issue 36).
+Serves: tooling — the GPU A/B run that decided wo_gemm.SWAPPED (README, issue 36).
 """
 
 from __future__ import annotations
@@ -101,41 +101,54 @@ def ratios(rows: list[dict]) -> dict[tuple[str, int], dict[str, tuple[float, flo
     return out
 
 
-def verdict(mine: tuple[float, float, float], plain: tuple[float, float, float]) -> str:
-    """'faster' / 'slower' than plain only where the two ranges do not overlap, else 'not resolved'."""
-    return "faster" if mine[1] > plain[2] else "slower" if mine[2] < plain[1] else "not resolved"
+def versus_plain(rows: list[dict]) -> dict[tuple[str, int], dict[str, tuple[float, float, float]]]:
+    """Per (scheme, M) of CASES: plain's time ÷ each other variant's, from their own rounds (cuBLAS's spread left
+    out), as geometric means over the shapes of (the medians' ratio, plain's fastest round ÷ the variant's slowest,
+    the reverse): value, low, high; above 1 the variant is faster."""
+    out: dict[tuple[str, int], dict[str, tuple[float, float, float]]] = {}
+    for scheme, m in CASES:
+        sel = [r for r in rows if r["scheme"] == scheme and r["M"] == m and "plain" in r]
+        got = {v: tuple(geomean([r["plain"][a] / r[v][b] for r in sel])
+                        for a, b in (("us", "us"), ("min", "max"), ("max", "min")))
+               for v in VARIANTS if v != "plain" and sel and all(v in r for r in sel)}
+        if got:
+            out[(scheme, m)] = got  # type: ignore[assignment]
+    return out
+
+
+def verdict(gain: tuple[float, float, float]) -> str:
+    """'faster' / 'slower' than plain only where the whole range of plain ÷ variant lies above / below 1."""
+    return "faster" if gain[1] > 1 else "slower" if gain[2] < 1 else "not resolved"
 
 
 def summary(rows: list[dict]) -> list[str]:
     """Per (scheme, M): cuBLAS ÷ each variant, geometric mean over the shapes (min..max from the rounds' ends), and
-    swapped ÷ plain with 'not resolved' where their ranges overlap."""
-    lines = []
+    plain's time ÷ each swapped variant's from their own rounds, 'not resolved' where that range holds 1."""
+    lines, gains = [], versus_plain(rows)
     for (scheme, m), got in ratios(rows).items():
         n = len([r for r in rows if r["scheme"] == scheme and r["M"] == m])
         text = "; ".join(f"{v} {x:.2f} ({lo:.2f}..{hi:.2f})" for v, (x, lo, hi) in got.items())
-        plain = got.get("plain")
-        for v, mine in got.items():
-            if v != "plain" and plain:
-                text += f"; {v} ÷ plain {mine[0] / plain[0]:.3f} ({verdict(mine, plain)})"
+        for v, g in gains.get((scheme, m), {}).items():
+            text += f"; plain ÷ {v} {g[0]:.3f} ({g[1]:.3f}..{g[2]:.3f}, {verdict(g)})"
         lines.append(f"{scheme} M = {m}, cuBLAS FP16 ÷ kernel over {n} shapes: {text}")
     return lines
 
 
 def recommend(rows: list[dict]) -> tuple[bool, bool, str]:
     """What to set: (SWAPPED, LATE_SCALE, the sentence saying why). A setting is switched on only where its launches
-    were faster than plain outside both ranges in most timed cases and slower in none (W8A16 has no late scaling: it
+    were faster than plain (``versus_plain``'s whole range above 1) in most timed cases and slower in none (W8A16 has no late scaling: it
     runs plain swapped under either); of two such settings, the one with the larger mean gain over the cases."""
-    cases = ratios(rows)
+    cases = versus_plain(rows)
     fits = []
     for late in (True, False):
         verdicts, gains = [], []
         for (scheme, _), got in cases.items():
             v = "swapped, late scales" if late and scheme == "w4a16" else "swapped"
-            if v not in got or "plain" not in got:
+            if v not in got:
                 verdicts = []
                 break
-            verdicts.append(verdict(got[v], got["plain"]))
-            gains.append(got[v][0] / got["plain"][0])
+            verdicts.append(verdict(got[v]))
+            gains.append(got[v][0])
         if verdicts and "slower" not in verdicts and 2 * verdicts.count("faster") > len(verdicts):
             fits.append((geomean(gains), late, verdicts))
     if not fits:
