@@ -18,7 +18,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from helpers.errors import InputError
-from helpers.spread import geomean  # noqa: F401 - re-exported: the ranking's mean of fractions
 
 # (record name, what it is): the first one stored on the card is used
 BANDWIDTH = (("ch03.copy_gbs.torch_d2d", "device-to-device copy, torch (bytes read + written)"),

@@ -34,7 +34,6 @@ from helpers.bench import l2_copies as copies
 from helpers.quant import weight_only as wo
 from helpers.spread import geomean
 
-LATE_DEFAULT = G.LATE_SCALE[0]
 VARIANTS = {"plain": (False, False), "swapped": (True, False), "swapped, late scales": (True, True)}
 CASES = (("w4a16", 4), ("w4a16", 8), ("w8a16", 8))
 
@@ -87,33 +86,33 @@ def bench(rounds: int) -> list[dict]:
     return rows
 
 
-def ratios(rows: list[dict]) -> dict[tuple[str, int], dict[str, tuple[float, float, float]]]:
-    """Per (scheme, M) of CASES: cuBLAS ÷ each variant timed at every shape, as geometric means over the shapes of
-    (cuBLAS's median ÷ the variant's, cuBLAS's fastest round ÷ the variant's slowest, the reverse): value, low, high."""
-    out: dict[tuple[str, int], dict[str, tuple[float, float, float]]] = {}
+def _geo(sel: list[dict], top: str, bottom: str) -> tuple[float, float, float]:
+    """`top`'s time ÷ `bottom`'s over the rows `sel`, as geometric means over the shapes of (the medians' ratio, top's
+    fastest round ÷ bottom's slowest, the reverse): value, low, high."""
+    return tuple(geomean([r[top][a] / r[bottom][b] for r in sel])  # type: ignore[return-value]
+                 for a, b in (("us", "us"), ("min", "max"), ("max", "min")))
+
+
+def _per_case(rows: list[dict], top: str, variants: list[str]) -> dict[tuple[str, int], dict[str, tuple]]:
+    """Per (scheme, M) of CASES timed with `top`: `_geo(top, v)` for each of `variants` timed at every shape."""
+    out = {}
     for scheme, m in CASES:
-        sel = [r for r in rows if r["scheme"] == scheme and r["M"] == m]
-        got = {v: tuple(geomean([r["cuBLAS fp16"][a] / r[v][b] for r in sel])
-                        for a, b in (("us", "us"), ("min", "max"), ("max", "min")))
-               for v in VARIANTS if sel and all(v in r for r in sel)}
+        sel = [r for r in rows if r["scheme"] == scheme and r["M"] == m and top in r]
+        got = {v: _geo(sel, top, v) for v in variants if sel and all(v in r for r in sel)}
         if got:
-            out[(scheme, m)] = got  # type: ignore[assignment]
+            out[(scheme, m)] = got
     return out
 
 
-def versus_plain(rows: list[dict]) -> dict[tuple[str, int], dict[str, tuple[float, float, float]]]:
-    """Per (scheme, M) of CASES: plain's time ÷ each other variant's, from their own rounds (cuBLAS's spread left
-    out), as geometric means over the shapes of (the medians' ratio, plain's fastest round ÷ the variant's slowest,
-    the reverse): value, low, high; above 1 the variant is faster."""
-    out: dict[tuple[str, int], dict[str, tuple[float, float, float]]] = {}
-    for scheme, m in CASES:
-        sel = [r for r in rows if r["scheme"] == scheme and r["M"] == m and "plain" in r]
-        got = {v: tuple(geomean([r["plain"][a] / r[v][b] for r in sel])
-                        for a, b in (("us", "us"), ("min", "max"), ("max", "min")))
-               for v in VARIANTS if v != "plain" and sel and all(v in r for r in sel)}
-        if got:
-            out[(scheme, m)] = got  # type: ignore[assignment]
-    return out
+def ratios(rows: list[dict]) -> dict[tuple[str, int], dict[str, tuple]]:
+    """Per (scheme, M): cuBLAS ÷ each variant (value, low, high; ``_geo``)."""
+    return _per_case(rows, "cuBLAS fp16", list(VARIANTS))
+
+
+def versus_plain(rows: list[dict]) -> dict[tuple[str, int], dict[str, tuple]]:
+    """Per (scheme, M): plain's time ÷ each swapped variant's, from their own rounds (cuBLAS's spread left out):
+    value, low, high; above 1 the variant is faster."""
+    return _per_case(rows, "plain", [v for v in VARIANTS if v != "plain"])
 
 
 def verdict(gain: tuple[float, float, float]) -> str:
@@ -136,8 +135,8 @@ def summary(rows: list[dict]) -> list[str]:
 
 def recommend(rows: list[dict]) -> tuple[bool, bool, str]:
     """What to set: (SWAPPED, LATE_SCALE, the sentence saying why). A setting is switched on only where its launches
-    were faster than plain (``versus_plain``'s whole range above 1) in most timed cases and slower in none (W8A16 has no late scaling: it
-    runs plain swapped under either); of two such settings, the one with the larger mean gain over the cases."""
+    were faster than plain (``versus_plain``'s whole range above 1) in most timed cases and slower in none (W8A16
+    has no late scaling: it runs plain swapped under either); of two such settings, the larger mean gain."""
     cases = versus_plain(rows)
     fits = []
     for late in (True, False):
@@ -152,7 +151,7 @@ def recommend(rows: list[dict]) -> tuple[bool, bool, str]:
         if verdicts and "slower" not in verdicts and 2 * verdicts.count("faster") > len(verdicts):
             fits.append((geomean(gains), late, verdicts))
     if not fits:
-        return False, LATE_DEFAULT, ("Keep wo_gemm.SWAPPED off: no swapped setting was faster than plain in most cases "
+        return False, G.LATE_SCALE[0], ("Keep wo_gemm.SWAPPED off: no swapped setting was faster than plain in most cases "
                                      "without being slower in one (summary above).")
     gain, late, verdicts = max(fits)
     return True, late, (f"Switch on: wo_gemm.SWAPPED = [True], LATE_SCALE = [{late}] (faster than plain in "

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from helpers.errors import InputError
 from helpers.grading import speed_of_light as sol
+from helpers.spread import geomean
 from instructors.batch.manual import write_csv
 
 TIMED = "timed"
@@ -60,7 +61,7 @@ def ranked(entries: list[Entry], card: str, records: dict | None = None) -> list
             continue
         limits = limits_of(ex, card, records)
         timed = [(e, fractions(e, limits)) for e in mine if e.verdict == TIMED]
-        timed.sort(key=lambda ef: (-sol.geomean(ef[1].values()), ef[0].student))
+        timed.sort(key=lambda ef: (-geomean(ef[1].values()), ef[0].student))
         others = sorted((e for e in mine if e.verdict != TIMED), key=lambda e: e.student)
         for place, (e, fr) in enumerate(timed, 1):
             rows.append(_row(ex, str(place), e, fr, limits))
@@ -71,7 +72,7 @@ def ranked(entries: list[Entry], card: str, records: dict | None = None) -> list
 def _row(ex: str, place: str, e: Entry, fr: dict[str, float] | None, limits: dict[str, float]) -> dict:
     """One CSV row."""
     row = {"exercise": ex, "rank": place, "student": e.student,
-           "geomean_fraction": f"{sol.geomean(fr.values()):.4g}" if fr else "", "verdict": e.verdict,
+           "geomean_fraction": f"{geomean(fr.values()):.4g}" if fr else "", "verdict": e.verdict,
            "flags": e.flags, "device": e.device, "submission": e.submission}
     for i, (label, lim) in enumerate(limits.items(), 1):
         row[f"shape{i}"] = label

@@ -75,17 +75,11 @@ def test_a_card_without_stored_rates_is_refused_with_the_fix(monkeypatch: pytest
         sol.shape("lab11.naive", "3³")
 
 
-def test_fraction_and_geometric_mean() -> None:
+def test_fraction() -> None:
     assert sol.fraction(1e-3, 4e-3) == 0.25
-    assert sol.geomean([1.0, 4.0]) == pytest.approx(2.0)
-    assert sol.geomean([0.5]) == 0.5
     for bad in (0, -1.0, math.nan, math.inf, "1"):
         with pytest.raises(InputError, match="positive, finite"):
             sol.fraction(1e-3, bad)  # type: ignore[arg-type]
-    with pytest.raises(InputError, match="at least one value"):
-        sol.geomean([])
-    with pytest.raises(InputError, match="positive, finite"):
-        sol.geomean([1.0, 0.0])
 
 
 def test_note_gives_the_fraction_only_on_a_card_with_stored_rates() -> None:

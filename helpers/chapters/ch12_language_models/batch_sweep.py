@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from helpers import reference
 from helpers.chapters.ch12_language_models import timing
 from helpers.bench import l2_copies
 from helpers.chapters.ch12_language_models.gemv_bench import _clone, tinygemm_linear, tinygemm_weight
@@ -29,6 +30,7 @@ from helpers.kernels import wo_gemv as wg
 from helpers.perf.roofline import RoofPoint
 from helpers.quant import act_quant
 from helpers.quant import weight_only as wo
+from helpers.spread import Spread
 
 N, K = 11008, 4096
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
@@ -286,9 +288,6 @@ def tinygemm_sentence(rows: list[dict], up_to: int = 16) -> str:
     (``llm.gemv.w4a16_over_tinygemm``, set at M = 1) is asked of every such M: tinygemm's time ÷ the course's, its
     range from the two points' intervals, and met / not met / not resolved per M; where it misses, how each
     kernel's time grew from the first M to the M with the smallest lead."""
-    from helpers import reference
-    from helpers.spread import Spread
-
     target = reference.TARGETS_BY_NAME["llm.gemv.w4a16_over_tinygemm"]
     by = {(r["scheme"], r["M"]): r for r in rows if r.get("µs")}
     points = []

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from helpers import bench, spread
+from helpers import bench, reference, spread
 from helpers.chapters.ch12_language_models import timing
 from helpers.kernels import triton_gemv as tg
 from helpers.kernels import wo_gemv as wg
@@ -157,7 +157,7 @@ def headline(rows: list[dict], d2d_gbs: float) -> dict[str, float]:
 
     def geo(kernel: str, column: str = col) -> float:
         vals = [r[column] for r in rows if r["kernel"] == kernel and r["N×K"] in seven]
-        return timing.geomean(vals) if vals else float("nan")
+        return spread.geomean(vals) if vals else float("nan")
 
     w8, w4 = _course(rows, "w8a16"), _course(rows, "w4a16")
     best = max(r["weight GB/s"] for r in rows if r["kernel"] in (w8, w4))
@@ -195,8 +195,8 @@ def headline_spreads(rows: list[dict]) -> dict[str, spread.Spread]:
         ends = [(_us_range(by.get((s, base))), _us_range(by.get((s, kernel)))) for s in seven]
         if not all(b and k for b, k in ends):
             continue
-        lo = timing.geomean([b[0] / k[1] for b, k in ends])  # type: ignore[index]
-        hi = timing.geomean([b[1] / k[0] for b, k in ends])  # type: ignore[index]
+        lo = spread.geomean([b[0] / k[1] for b, k in ends])  # type: ignore[index]
+        hi = spread.geomean([b[1] / k[0] for b, k in ends])  # type: ignore[index]
         rounds = min(by[(s, kernel)]["spread"].get("rounds", 0) for s in seven)
         out[name] = spread.Spread(lo, hi, f"min..max of {rounds} interleaved rounds, geometric mean over the 7B shapes")
     return out
@@ -225,15 +225,13 @@ def tinygemm_gap(rows: list[dict], d2d_gbs: float) -> str:
     at the copy rate, geometric mean over the 7B shapes); the GEMV's measured lead ÷ that is the share of the copy rate
     it reads them at there, beside the share the target needs. (The copy reads and writes, so a kernel that only
     reads may pass it a little: a yardstick, not a wall.) Empty without the rows it needs."""
-    from helpers import reference
-
     seven = [f"{n}×{k}" for n, k in SHAPES_7B]
     by = {(r["N×K"], r["kernel"]): r for r in rows}
     pairs = [(by.get((s, _course(rows, "w4a16"))), by.get((s, "w4a16 tinygemm"))) for s in seven]
     if not d2d_gbs or not all(c and t for c, t in pairs):
         return ""
-    at_copy = timing.geomean([t["µs"] / (c["weight GB/s"] * c["µs"] / d2d_gbs) for c, t in pairs])
-    lead = timing.geomean([t["µs"] / c["µs"] for c, t in pairs])
+    at_copy = spread.geomean([t["µs"] / (c["weight GB/s"] * c["µs"] / d2d_gbs) for c, t in pairs])
+    lead = spread.geomean([t["µs"] / c["µs"] for c, t in pairs])
     target = reference.TARGETS_BY_NAME.get("llm.gemv.w4a16_over_tinygemm")
     need = need_zh = ""
     if target is not None and target.value is not None:

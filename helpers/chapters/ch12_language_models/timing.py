@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from helpers.bench import GRAPH_HARNESS
-from helpers.spread import geomean  # noqa: F401 - re-exported: chapter 12's mean over shapes
 
 ROUNDS = 7
 
