@@ -343,11 +343,24 @@ def set_cell_source(page: Any, index: int, source: str) -> None:
     page.keyboard.press("Escape")
 
 
-def run_cells_from(page: Any, index: int, count: int) -> None:
-    """Run `count` cells from the `index`-th one, with Shift+Enter as a student does."""
+_PROMPTS_JS = "() => {" + _PANEL_JS + """
+    return [...panel.querySelectorAll('.jp-Notebook .jp-Cell')].map(
+        c => c.classList.contains('jp-CodeCell') ? (c.querySelector('.jp-InputPrompt') || {}).textContent || '' : null);
+}"""
+
+
+def run_cells_from(page: Any, index: int, count: int, timeout_ms: int = 180_000) -> None:
+    """Run `count` cells from the `index`-th one, with Shift+Enter as a student does, and wait until every code
+    cell among them shows a new execution count and the kernel is idle (an idle kernel just after the keys were
+    pressed is not yet a finished run)."""
+    before = page.evaluate(_PROMPTS_JS)[index:index + count]
     cell(page, index).locator(".jp-InputPrompt").first.click()
     for _ in range(count):
         page.keyboard.press("Shift+Enter")
+    page.wait_for_function(
+        "([start, before]) => { const now = (" + _PROMPTS_JS + ")().slice(start, start + before.length);"
+        " return now.every((t, i) => t === null || (/\\[\\d+\\]/.test(t) && t !== before[i])); }",
+        arg=[index, before], timeout=timeout_ms)
     wait_done(page)
 
 

@@ -53,5 +53,21 @@ def test_notes_claims():
                               "ch03.readonly_gbs.restrict": 100.0})["verdict"] == claims.FAILS
     assert claims.judge(ldg, {"ch03.readonly_gbs.plain": 100.0, "ch03.readonly_gbs.ldg": 120.0,
                               "ch03.readonly_gbs.restrict": None})["verdict"] == claims.HOLDS
+
+
+def test_ldg_gain_inside_the_timings_noise_is_not_resolved():
+    # the fresh H100 run of 2026-12-07: ldg 1.03x plain, but the two timings' spreads span 0.91..1.09
+    from helpers.findings import NOT_RESOLVED, Values
+    from helpers.spread import Spread
+
+    ldg = claims.get("ch03.ldg_read_only_cache")
+    names = ("ch03.readonly_gbs.plain", "ch03.readonly_gbs.ldg", "ch03.readonly_gbs.restrict")
+    noisy = Values(dict(zip(names, (1662.7, 1712.8, 1759.0))),
+                   {names[0]: Spread(1593.3, 1784.6, "p10..p90"), names[1]: Spread(1620.5, 1743.1, "p10..p90")})
+    got = claims.judge(ldg, noisy)
+    assert got["verdict"] == NOT_RESOLVED and "(0.91..1.09 from the two timings' spreads)" in got["evidence"]
+    tight = Values(dict(zip(names, (1769.0, 1694.4, 1777.6))),  # the stored H100 run: slower, resolved
+                   {names[0]: Spread(1743.6, 1853.5, "p10..p90"), names[1]: Spread(1678.3, 1697.5, "p10..p90")})
+    assert claims.judge(ldg, tight)["verdict"] == claims.FAILS
     shared = claims.judge(claims.get("ch03.shared_memory_size"))
     assert shared["verdict"].startswith("outdated") and "228 KiB per SM" in shared["evidence"]
