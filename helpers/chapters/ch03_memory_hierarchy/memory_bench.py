@@ -137,15 +137,19 @@ def transpose_bandwidth(n: int = TRANSPOSE_N, spreads: dict | None = None) -> di
 
 def readonly_bandwidth(n: int = COPY_N // 2, radius: int = STENCIL_RADIUS,
                        spreads: dict | None = None) -> dict[str, float]:
-    """Useful GB/s (one read + one write per element) of the stencil with plain, restrict and ldg loads (with
-    `spreads`, each one's p10..p90 by the same key)."""
+    """Useful GB/s (one read + one write per element) of the stencil with plain, restrict and ldg loads, timed in
+    interleaved rounds: their differences are a few per cent, less than one timing drifts from the next (with
+    `spreads`, each one's p10..p90 over the rounds by the same key)."""
     require_gpu("the read-only path benchmark")
     from helpers.kernels import copy
 
     cp = cupy_module()
     src, dst = cp.ones(n, dtype=cp.float32), cp.empty(n, dtype=cp.float32)
-    out = {v: _gbs(lambda v=v: copy.cupy_stencil(src, dst, radius, v), 8 * n, "cupy", spreads, v)
-           for v in ("plain", "restrict", "ldg")}
+    fns = {v: (lambda v=v: copy.cupy_stencil(src, dst, radius, v)) for v in ("plain", "restrict", "ldg")}
+    r = bench.interleaved(fns, rounds=TIMING["repeats"], clock="cupy", warmup=TIMING["warmup"], inner=TIMING["inner"])
+    out = {v: bench.bandwidth_gbs(8 * n, r.median_s(v)) for v in fns}
+    if spreads is not None:
+        spreads.update({v: r.spread(v, lambda s: bench.bandwidth_gbs(8 * n, s)) for v in fns})
     assert float(dst[n // 2]) == 2 * radius + 1, "the stencil wrote wrong values"
     return out
 

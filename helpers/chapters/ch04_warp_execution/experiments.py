@@ -15,16 +15,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from helpers.chapters.ch03_memory_hierarchy.experiments import relative_rows
 from helpers.chapters.ch04_warp_execution import tables
 from helpers.chapters.ch04_warp_execution import warp_bench as wb
 from helpers.experiment import Experiment, Result, Rows
 
 
 def _divergence(n: int = wb.DIVERGENCE_N, iters: int = wb.DIVERGENCE_ITERS) -> Rows:
-    spreads: dict = {}
-    rows = [{"kernel": k, "ms": v, "spread": spreads.get(k)} for k, v in wb.divergence_times(n, iters, spreads).items()]
-    return {"ms": rows, "slowdown": relative_rows(rows, "ms", "uniform", "slowdown")}
+    r = wb.divergence_rounds(n, iters)
+    ms = [{"kernel": k, "ms": r.median_s(k) * 1e3, "spread": r.spread(k, lambda s: s * 1e3)} for k in r.seconds]
+    slow = []
+    for k in r.seconds:  # this kernel's time ÷ its backend's uniform kernel's, round by round
+        ratio, noise = r.ratio(k, f"{k.split('_', 1)[0]}_uniform")
+        slow.append({"kernel": k, "slowdown": ratio, "spread": noise})
+    return {"ms": ms, "slowdown": slow}
 
 
 DIVERGENCE = Experiment("ch04.divergence", _divergence, {"ms": tables.DIVERGENCE, "slowdown": tables.SLOWDOWN})

@@ -6,6 +6,7 @@ Serves: chapter 4.
 from __future__ import annotations
 
 from helpers import findings
+from helpers.spread import Spread
 from helpers.chapters.ch04_warp_execution.warp_bench import REDUCE_N, SHARED_KIB
 
 # Slowdown the warp model predicts (time ÷ the all-path-A time): a diverged warp runs both paths.
@@ -13,34 +14,55 @@ MODEL = {"uniform": 1.0, "mod2": 2.0, "lane0": 2.0, "warp_uniform": 1.0, "branch
 OFF_MODEL = 0.15  # a measured slowdown this far (relative) from the model's is called out
 
 
-def divergence_rows() -> list[dict]:
-    """Per branch mode: the model's slowdown and the measured ones (cupy = CUDA C, numba), with their source."""
+def _measured() -> list[dict]:
+    """Per branch mode: the model's slowdown and the measured ones (cupy = CUDA C, numba), with their source and,
+    under ``spreads``, each measured one's spread over the interleaved rounds (None where the record keeps none)."""
     rows = []
     for mode, model in MODEL.items():
         row: dict = {"mode": mode, "model": model}
-        where = "not measured"
+        where, spreads = "not measured", {}
         for backend, label in (("cupy", "CUDA C (cupy)"), ("numba", "numba")):
             m = findings.get(f"ch04.divergence_slowdown.{backend}_{mode}")
             row[label] = m.value if m else None
+            spreads[label] = m.spread if m else None
             where = m.where() if m else where
-        rows.append({**row, "from": where})
+        rows.append({**row, "from": where, "spreads": spreads})
     return rows
 
 
+def divergence_rows() -> list[dict]:
+    """The table of the chapter: per branch mode, the model's slowdown, the measured ones and where they come from."""
+    return [{k: v for k, v in r.items() if k != "spreads"} for r in _measured()]
+
+
+def against_model(value: float, model: float, spread: Spread | None) -> str:
+    """'within' when a slowdown lies within OFF_MODEL of the model's, 'off' when it and its whole spread lie
+    outside that band, 'not resolved' when it lies outside but its spread reaches into the band."""
+    lo, hi = model * (1 - OFF_MODEL), model * (1 + OFF_MODEL)
+    if lo <= value <= hi:
+        return "within"
+    if spread is not None and spread.hi >= lo and spread.lo <= hi:
+        return "not resolved"
+    return "off"
+
+
 def divergence_verdict() -> str:
-    """Which measured slowdowns depart from the warp model, per backend."""
-    rows = divergence_rows()
+    """Which measured slowdowns depart from the warp model, per backend: a departure counts only when the whole spread
+    of its interleaved rounds lies outside OFF_MODEL of the model (one inside the noise is named as not resolved)."""
+    rows = _measured()
     out = []
     for label in ("CUDA C (cupy)", "numba"):
-        off = [f"{r['mode']} {r[label]:.2f}× (model {r['model']:g}×)" for r in rows
-               if r[label] is not None and abs(r[label] / r["model"] - 1) > OFF_MODEL]
         known = [r for r in rows if r[label] is not None]
+        judged = {r["mode"]: against_model(r[label], r["model"], r["spreads"][label]) for r in known}
+        text = {v: ", ".join(f"{r['mode']} {r[label]:.2f}× (model {r['model']:g}×)" for r in known
+                             if judged[r["mode"]] == v) for v in ("off", "not resolved")}
         if not known:
             out.append(f"{label}: not measured here or stored.")
-        elif off:
-            out.append(f"{label}: departs from the model for " + ", ".join(off) + ".")
-        else:
-            out.append(f"{label}: every mode within {OFF_MODEL:.0%} of the model.")
+            continue
+        parts = [f"departs from the model for {text['off']}"] * bool(text["off"]) + \
+            [f"not resolved against the model at this noise for {text['not resolved']}"] * bool(text["not resolved"])
+        out.append(f"{label}: " + ("; ".join(parts) if parts else f"every mode within {OFF_MODEL:.0%} of the model")
+                   + ".")
     return " ".join(out) + f" ({rows[0]['from']})"
 
 

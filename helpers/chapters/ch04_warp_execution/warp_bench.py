@@ -23,31 +23,28 @@ REDUCE_N = 1 << 26
 CHECK_N = 1 << 20
 ATOMIC_TIMING = {"warmup": 1, "repeats": 5, "inner": 1}
 TIMING = {"warmup": 3, "repeats": 20}
+DIVERGENCE_ROUNDS = 15
 
 
-def divergence_times(n: int = DIVERGENCE_N, iters: int = DIVERGENCE_ITERS,
-                     spreads: dict | None = None) -> dict[str, float]:
-    """Milliseconds of each branch mode and of the branch-free rewrite, cupy and numba (with `spreads`, a dict,
-    each one's p10..p90 over the timed samples goes there by the same key)."""
+def divergence_rounds(n: int = DIVERGENCE_N, iters: int = DIVERGENCE_ITERS,
+                      rounds: int = DIVERGENCE_ROUNDS) -> bench.Rounds:
+    """Every branch mode and the branch-free rewrite, cupy and numba, timed in interleaved rounds (each round times
+    every kernel once, the median of three launches): a slow moment of the GPU touches them all alike, so that a
+    slowdown is the median of the rounds' own ratios, with their spread."""
     require_gpu("the divergence benchmark")
     from helpers.kernels import divergence
-    from helpers.spread import of_timing
 
     cp = cupy_module()
     x, out = cp.ones(n, dtype=cp.float32), cp.empty(n, dtype=cp.float32)
     nx, no = divergence.launch.as_numba(x), divergence.launch.as_numba(out)
     blocks = divergence.launch.blocks_for(n, 256)
-    res = {}
+    fns, clocks = {}, {}
     for mode in (*divergence.MODES, "branch_free"):
-        timings = {f"cupy_{mode}": bench.timeit(lambda m=mode: divergence.cupy_divergence(x, out, iters, m),
-                                                backend="cupy", **TIMING)}
+        fns[f"cupy_{mode}"] = lambda m=mode: divergence.cupy_divergence(x, out, iters, m)
         k = (divergence.branch_free if mode == "branch_free" else divergence.BRANCHY[mode])[blocks, 256]
-        timings[f"numba_{mode}"] = bench.timeit(lambda k=k: k(nx, no, iters), backend="numba", **TIMING)
-        for key, t in timings.items():
-            res[key] = t.median_ms
-            if spreads is not None:
-                spreads[key] = of_timing(t, lambda s: s * 1e3)
-    return res
+        fns[f"numba_{mode}"] = lambda k=k: k(nx, no, iters)
+        clocks[f"cupy_{mode}"], clocks[f"numba_{mode}"] = "cupy", "numba"
+    return bench.interleaved(fns, rounds=rounds, clock=clocks, warmup=TIMING["warmup"], per_round=3)
 
 
 def _registers(k: Any) -> int:

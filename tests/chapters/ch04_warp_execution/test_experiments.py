@@ -34,13 +34,18 @@ def test_old_sweep_records_read_back_as_numbers():
 def test_slowdowns_and_registers_come_from_the_measured_rows(monkeypatch):
     from helpers.chapters.ch04_warp_execution import warp_bench as wb
 
-    def times(n, iters, spreads):
-        return {"cupy_uniform": 1.0, "numba_uniform": 2.0, "cupy_mod2": 1.5, "numba_mod2": 4.0}
+    from helpers.bench import Rounds
 
-    monkeypatch.setattr(wb, "divergence_times", times)
+    # cupy_mod2 is 1.5x cupy_uniform in every round although both drift together: the paired slowdown is exactly 1.5
+    seconds = {"cupy_uniform": (1.0, 2.0, 1.0), "numba_uniform": (2.0, 2.0, 2.0), "cupy_mod2": (1.5, 3.0, 1.5),
+               "numba_mod2": (4.0, 4.0, 4.0)}
+    monkeypatch.setattr(wb, "divergence_rounds", lambda n, iters: Rounds(seconds, dict.fromkeys(seconds, "cupy")))
     rows = ex._divergence()
-    assert {r["kernel"]: r["slowdown"] for r in rows["slowdown"]} == {"cupy_uniform": 1.0, "numba_uniform": 1.0,
-                                                                     "cupy_mod2": 1.5, "numba_mod2": 2.0}
+    slow = {r["kernel"]: r for r in rows["slowdown"]}
+    assert {k: r["slowdown"] for k, r in slow.items()} == {"cupy_uniform": 1.0, "numba_uniform": 1.0,
+                                                           "cupy_mod2": 1.5, "numba_mod2": 2.0}
+    assert (slow["cupy_mod2"]["spread"].lo, slow["cupy_mod2"]["spread"].hi) == (1.5, 1.5)
+    assert {r["kernel"]: r["ms"] for r in rows["ms"]}["cupy_uniform"] == 1000.0
     monkeypatch.setattr(wb, "occupancy_sweep", lambda n: {"block_size": {32: {"gbs": 1.0, "occupancy": 0.5}},
                                                           "shared_kib": {0: {"gbs": 2.0, "occupancy": 1.0}},
                                                           "registers": 8})
