@@ -1,9 +1,10 @@
 """Compile a CUDA C kernel of this folder with NVRTC for a GPU target without a GPU (cuda-bindings), so a CPU test
-catches a C++, PTX or register-spill error before the kernel reaches a GPU.
+catches a C++, PTX or register-spill error before the kernel reaches a GPU, and chapter 12 can say what a GEMV launch
+holds on an SM (its registers, ``wo_gemv_resources``) on any machine.
 
     ok, log = compile_log("wo_gemm", ["wo_gemm<4, 1, 32, 4, 1>"], "sm_90")   # template instances by name
 
-Serves: tooling — the CPU compile tests of the GEMM and the decode attention.
+Serves: core — used by chapter 12.
 """
 
 from __future__ import annotations
@@ -50,6 +51,26 @@ def compile_log(name: str, instances: list[str], arch: str = "sm_90") -> tuple[b
     nvrtc.nvrtcGetProgramLog(prog, log)
     nvrtc.nvrtcDestroyProgram(prog)
     return res == nvrtc.nvrtcResult.NVRTC_SUCCESS, log.decode(errors="replace").rstrip("\x00 ")
+
+
+def version() -> str:
+    """NVRTC's version, e.g. '12.9'."""
+    from cuda.bindings import nvrtc
+
+    _, major, minor = nvrtc.nvrtcVersion()
+    return f"{major}.{minor}"
+
+
+def resources(log: str) -> dict[str, tuple[int, int]]:
+    """{compiled function: (registers a thread, static shared bytes)} from a ptxas -v log."""
+    out = {}
+    for block in log.split("Compiling entry function '")[1:]:
+        name = block.split("'", 1)[0]
+        regs = re.search(r"Used (\d+) registers", block)
+        smem = re.search(r"(\d+) bytes smem", block)
+        if regs:
+            out[name] = (int(regs.group(1)), int(smem.group(1)) if smem else 0)
+    return out
 
 
 def spills(log: str) -> list[int]:

@@ -113,12 +113,18 @@ TUNED: dict[tuple[int, int, int], tuple[int, int]] = {
 FALLBACK = {4: (4, 4), 8: (2, 4), 16: (2, 8)}
 
 
-def default_config(w: WoWeight, batch: int = 1) -> Config:
-    """The launch used when none is given: the tuned (rows, split) of this shape, else FALLBACK; <= 2 rows above batch 2."""
-    rows, split = TUNED.get((w.bits, w.n, w.k), FALLBACK[w.bits])
+def config_for(bits: int, n: int, k: int, batch: int = 1, magic: bool = True) -> Config:
+    """The launch used for a (bits, N, K) weight at `batch` when none is given: the tuned (rows, split) of this shape,
+    else FALLBACK; <= 2 rows above batch 2."""
+    rows, split = TUNED.get((bits, n, k), FALLBACK[bits])
     if batch > 2:
         rows = min(rows, 2)
-    return Config(rows, split, w.layout == "magic" or w.bits == 16)
+    return Config(rows, split, magic or bits == 16)
+
+
+def default_config(w: WoWeight, batch: int = 1) -> Config:
+    """The launch used when none is given (``config_for`` of the weight's bits, shape and layout)."""
+    return config_for(w.bits, w.n, w.k, batch, w.layout == "magic")
 
 
 def _check_2d(t: Any, name: str, m: int, n: int, device: torch.device) -> None:

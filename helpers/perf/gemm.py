@@ -5,7 +5,7 @@ INT8 runs on Tensor Cores through ``torch._int_mm`` (int8 x int8 -> int32; shape
 second operand column-major and float32 scale tensors. On a CPU the same calls run through
 oneDNN/MKL, which is what the CPU roofline of chapter 2 uses.
 
-Serves: core — used by chapters 1, 2, 10–12 and labs 01, 09, 11.
+Serves: core — used by chapters 1, 2, 9–12 and labs 01, 09, 11.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Arithmetic intensity is FLOPs per byte of DRAM traffic (the minimum traffic: eac
 once, each output written once). Left of the ridge point a kernel is memory-bound, right of it
 compute-bound. The roof here uses the device's *measured* bandwidth and GEMM peak.
 
-Serves: core — used by chapters 1, 2, 11, 12 and labs 01, 09, 11.
+Serves: core — used by chapters 1, 2, 9, 11, 12 and labs 01, 09, 11.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The architecture/precision table: dense (not sparse) peak rates of common inference GPUs, with sources.
 
-Serves: core — used by chapters 0–2, 5, 10–12 and labs 01, 09, 11.
+Serves: core — used by chapters 0–2, 5, 9–12 and labs 01, 09, 11.
 """
 
 from __future__ import annotations

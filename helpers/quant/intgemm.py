@@ -5,7 +5,7 @@ numpy (reference), a dp4a CUDA-core kernel (cupy RawKernel, dp4a.cu) and the Ten
 path torch._int_mm. Requantization maps int32 accumulators to int8 with a fixed-point
 multiplier and shift, as integer-only inference engines do.
 
-Serves: core — used by chapters 1, 2, 5, 10–12 and labs 01, 04, 09, 11.
+Serves: core — used by chapters 1, 2, 5, 9–12 and labs 01, 04, 09, 11.
 """
 
 from __future__ import annotations

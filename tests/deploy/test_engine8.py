@@ -640,3 +640,29 @@ def test_the_measurement_prints_where_its_time_went(monkeypatch, capsys):
     monkeypatch.setattr(engine, "_measure_bert", lambda batch, seq, torchao, clock: clock.start("tuning") or {})
     assert engine.measure(stages=("bert",)) == {}
     assert capsys.readouterr().out.startswith("Measuring the engine on this GPU took 0 s: tuning 0 s")
+
+
+class _Card(_Shown):
+    device, source = "NVIDIA H100 80GB HBM3", "h100"
+
+
+def test_the_roof_sentence_puts_the_gemms_under_roofs_measured_apart(monkeypatch, capsys):
+    from helpers.chapters.ch02_gpu_architecture import roofs
+    from helpers.chapters.ch09_deployment import engine_view
+
+    rows = [{"shape": "4096x768x3072", "GEMM": g, "µs": us, "rounds_s": [us * 1e-6] * 3}
+            for g, us in (("fp16 cuBLAS", 30.0), ("fp8 cuBLASLt", 15.0))]
+    peaks = {"fp16": (1000.0, "chapter 2's FP16 GEMM, H100, d"), "fp8": (2000.0, "chapter 2's FP8 GEMM, H100, d")}
+    monkeypatch.setattr(roofs, "compute_roofs", lambda precs, source, device: {p: peaks[p] for p in precs})
+    monkeypatch.setattr(roofs, "gpu_memory_roof", lambda source, device: (3000.0, "the copy of chapter 2, H100, d"))
+    # 19.33 GFLOP: 19.3 µs at 1000 TFLOP/s, 9.7 µs at 2000; 36.2 MB (FP16) and 21.2 MB (FP8) at 3000 GB/s: 12.1, 7.1
+    text = engine_view.roof_sentence(_Card(rows), 1.6)
+    assert "at least 19.3 µs in FP16 and 9.7 µs in FP8: 2.00× if both ran at their roofs" in text
+    assert "math binds both formats at every shape" in text and "runs 2.00× FP16's" in text
+    assert "FP16 cuBLAS reaches 64% of its bound and fp8 cuBLASLt 64% of its own, which makes its 2.00×" in text
+    assert "the target 1.6 would need fp8 cuBLASLt at 52% of its bound" in text
+    assert "where its math binds (9.7 µs against 7.1 µs)" in text and "屋顶" in capsys.readouterr().out
+    monkeypatch.setattr(roofs, "gpu_memory_roof", lambda source, device: (100.0, "a slow copy"))
+    assert "the bytes bind 4096×768×3072 (FP16), 4096×768×3072 (FP8)" in engine_view.roof_sentence(_Card(rows), 1.6)
+    monkeypatch.setattr(roofs, "gpu_memory_roof", lambda source, device: None)
+    assert engine_view.roof_sentence(_Card(rows), 1.6).startswith("No chapter-2 GEMM and copy of this card")

@@ -12,7 +12,7 @@ independent measurements instead:
 A point may then lie above its roof: by a few per cent, the two measurements' noise; by more, one of them was
 disturbed (``helpers.figure_check.ROOF_SLACK`` draws the line), and the chapter says so instead of moving the roof.
 
-Serves: chapter 2 (its roofline), chapter 12 (the batch sweep's roofs).
+Serves: chapter 2 (its roofline), chapter 9 (the 8-bit GEMMs' roofs), chapter 12 (the batch sweep's roofs).
 """
 
 from __future__ import annotations
@@ -24,31 +24,47 @@ from helpers.chapters.ch02_gpu_architecture import tables
 from helpers.perf.roofline import POINTS_PRECISION, Roof, memory_roof
 
 
+def _records(prefix: str, source: str | None, device: str | None) -> list[Any]:
+    """Chapter 2's records under `prefix` from `source`: a stored run (default the one lookups read), or for 'here'
+    this session's records, else the stored run of this same card (`device`)."""
+    from helpers import reference
+    from helpers.records import session_records
+
+    if source == "here":
+        same_card = [c for c in reference.stored_cards() if device and c.upper() in device.upper()]
+        return [r for r in session_records() if r.name.startswith(prefix)] or \
+            [r for c in same_card for r in reference.lookup_all(prefix, c)]
+    return reference.lookup_all(prefix, source) if source else reference.lookup_all(prefix)
+
+
 def compute_roofs(precisions: Sequence[str], source: str | None = None, device: str | None = None
                   ) -> dict[str, tuple[float, str]]:
     """{precision: (TFLOP/s, where from)}: the compute roof of each math precision from an independent measurement,
     chapter 2's fastest square GEMM of that precision in `source` (a stored run; default the one lookups read; for
     'here', this session's records, else the stored run of this same card), else the card's dense datasheet peak
     (`device`'s); never from the points under the roof. A precision with neither is left out."""
-    from helpers import reference
     from helpers.perf import gemm
-    from helpers.records import session_records
 
-    same_card = [c for c in reference.stored_cards() if device and c.upper() in device.upper()]
     out = {}
     for prec in precisions:
-        prefix = f"{tables.GEMM.prefix}.{prec}."
-        if source == "here":
-            recs = [r for r in session_records() if r.name.startswith(prefix)]
-            recs = recs or [r for c in same_card for r in reference.lookup_all(prefix, c)]
-        else:
-            recs = reference.lookup_all(prefix, source) if source else reference.lookup_all(prefix)
+        recs = _records(f"{tables.GEMM.prefix}.{prec}.", source, device)
         if recs:
             best = max(recs, key=lambda r: r.value)
             out[prec] = (best.value, f"chapter 2's {prec.upper()} GEMM, {best.device}, {best.date}")
         elif (spec := gemm.spec_peak(prec, device) if device else None) is not None:
             out[prec] = (spec, f"{prec.upper()} dense datasheet peak")
     return out
+
+
+def gpu_memory_roof(source: str | None = None, device: str | None = None) -> tuple[float, str] | None:
+    """(GB/s, where from): the GPU's memory roof from chapter 2's large copy and read-only reductions in `source` (as
+    ``compute_roofs`` finds them), the faster of the two (``memory_roof``); None where no copy is stored."""
+    copy = _records("ch02.gpu_bandwidth_gbs", source, device)
+    if not copy:
+        return None
+    reads = {r.name.rsplit(".", 1)[-1]: r.value for r in _records("ch02.gpu_read_gbs.", source, device)}
+    gbs, what = memory_roof(copy[0].value, reads)
+    return gbs, f"{what} of chapter 2, {copy[0].device}, {copy[0].date}"
 
 
 def gemm_peak(where: str, rows: Sequence[dict]) -> tuple[float, str] | None:

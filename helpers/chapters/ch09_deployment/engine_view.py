@@ -131,6 +131,78 @@ def gemm_sentence(result: Any, target: float) -> str:
     return text
 
 
+def _roof_us(m: int, n: int, k: int, elem: int, peak_tflops: float, gbs: float) -> tuple[float, float]:
+    """(math µs, bytes µs) of one GEMM with `elem`-byte operands, an FP16 bias and FP16 result, each operand read and
+    the result written once: its FLOPs at the peak, its bytes at the copy rate (the roofline bound is the longer)."""
+    return 2 * m * n * k / (peak_tflops * 1e6), (elem * (m * k + n * k) + 2 * m * n + 2 * n) / (gbs * 1e3)
+
+
+def _balance(math_us: float, bytes_us: float) -> str:
+    """How one GEMM's two bounds compare: about equal (at the ridge, neither hides the other) or which binds."""
+    if 0.8 <= math_us / bytes_us <= 1.25:
+        return (f"where its math ({math_us:.1f} µs at the peak) and its bytes ({bytes_us:.1f} µs at the copy rate) "
+                "take about as long: at the ridge, a kernel reaches its roof only if it overlaps the two perfectly")
+    which, a, b = ("math binds", math_us, bytes_us) if math_us > bytes_us else ("bytes bind", bytes_us, math_us)
+    return f"where its {which} ({a:.1f} µs against {b:.1f} µs)"
+
+
+def roof_sentence(result: Any, target: float) -> str:
+    """Why the fastest 8-bit GEMM gains what it does at BERT-base's shapes, from roofs measured apart from these
+    GEMMs on the same card (chapter 2's GEMM of each precision, its copy): the summed roofline bound of FP16 and of
+    the 8-bit format, the share of its bound each reaches as measured, and the share the target would need."""
+    from helpers.chapters.ch02_gpu_architecture.roofs import compute_roofs, gpu_memory_roof
+    from helpers.chapters.ch09_deployment.engine import gemm_speedup
+    from helpers.device import device_label
+
+    rows = result["gemm"] or []
+    got = gemm_speedup(rows)
+    if got is None:
+        return ""
+    best, (ratio, _) = got
+    fmt = "fp8" if best.startswith("fp8") else "int8"
+    device = result.device or device_label()
+    peaks, mem = compute_roofs(["fp16", fmt], result.source, device), gpu_memory_roof(result.source, device)
+    if len(peaks) < 2 or mem is None or any("datasheet" in v[1] for v in peaks.values()):
+        text = ("No chapter-2 GEMM and copy of this card are stored, so the GEMMs' roofline bound is not drawn here "
+                f"({result.where()}).")
+        print(text)
+        return text
+    us = {(r["shape"], r["GEMM"]): r["µs"] for r in rows}
+    t16 = t8 = b16 = b8 = 0.0
+    shares, byte_bound = [], []
+    for shape in dict.fromkeys(r["shape"] for r in rows):
+        if (shape, "fp16 cuBLAS") not in us or (shape, best) not in us:
+            continue
+        m, n, k = (int(v) for v in shape.split("x"))
+        math16, bytes16 = _roof_us(m, n, k, 2, peaks["fp16"][0], mem[0])
+        math8, bytes8 = _roof_us(m, n, k, 1, peaks[fmt][0], mem[0])
+        t16, t8 = t16 + us[(shape, "fp16 cuBLAS")], t8 + us[(shape, best)]
+        b16, b8 = b16 + max(math16, bytes16), b8 + max(math8, bytes8)
+        byte_bound += [f"{shape.replace('x', '×')} ({f})" for f, mt, bt in (("FP16", math16, bytes16),
+                                                                           (fmt.upper(), math8, bytes8)) if bt > mt]
+        shares.append((max(math8, bytes8) / us[(shape, best)], shape, math8, bytes8))
+    if not shares:
+        return ""
+    low = min(shares)
+    why = (f"the ratio of the two measured peaks, because the math binds both formats at every shape (chapter 2's "
+           f"{fmt.upper()} GEMM runs {peaks[fmt][0] / peaks['fp16'][0]:.2f}× FP16's, not the datasheet's 2×)"
+           if not byte_bound else f"the bytes bind {', '.join(byte_bound)}, where an 8-bit GEMM still writes the "
+           "same FP16 result as FP16's")
+    text = (f"Against roofs measured apart from these GEMMs on the same card (FP16 {peaks['fp16'][0]:.0f} and "
+            f"{fmt.upper()} {peaks[fmt][0]:.0f} TFLOP/s, chapter 2's fastest square GEMMs, "
+            f"{peaks[fmt][1].split(', ', 1)[1]}; {mem[0]:,.0f} GB/s, {mem[1]}), the four shapes summed need at least "
+            f"{b16:.1f} µs in FP16 and {b8:.1f} µs in {fmt.upper()}: {b16 / b8:.2f}× if both ran at their roofs: "
+            f"{why}. As measured, FP16 cuBLAS reaches {b16 / t16:.0%} of its bound and {best} {b8 / t8:.0%} of its "
+            f"own, which makes its {t16 / t8:.2f}× (the summed medians); the target {target:g} would need {best} at "
+            f"{target * b8 / t16:.0%} of its bound at FP16's measured time. Furthest from its bound: "
+            f"{low[1].replace('x', '×')} at {low[0]:.0%}, " + _balance(low[2], low[3]) + ".")
+    zh = (f"以同一张卡上与这些 GEMM 分开测量的屋顶（第 2 章最大的方阵 GEMM 与拷贝）计算，四个形状合计 FP16 至少需 {b16:.1f} µs，"
+          f"{fmt.upper()} 至少需 {b8:.1f} µs，两者都达到屋顶时为 {b16 / b8:.2f} 倍。实测 FP16 cuBLAS 达到其上限的 {b16 / t16:.0%}，"
+          f"{best} 达到 {b8 / t8:.0%}；目标 {target:g} 需要后者达到 {target * b8 / t16:.0%}。")
+    print(text + "\n" + zh)
+    return text
+
+
 def instruction_sentence(result: Any) -> str:
     """Which tensor-core instruction each format's own tuned GEMMs compiled to, how many MMA groups they keep in
     flight and how they load their tiles (the PTX rows); where INT8's keep none and FP8's do, what that costs."""

@@ -27,6 +27,7 @@ from helpers.kernels import triton_gemv as tg
 from helpers.kernels import triton_wo_gemm as tw
 from helpers.kernels import wo_gemm as tc
 from helpers.kernels import wo_gemv as wg
+from helpers.kernels import wo_gemv_resources
 from helpers.perf.roofline import RoofPoint
 from helpers.quant import act_quant
 from helpers.quant import weight_only as wo
@@ -318,6 +319,8 @@ def tinygemm_sentence(rows: list[dict], up_to: int = 16) -> str:
                  f"{c0['µs']:.1f} → {cw['µs']:.1f} µs ({cw['µs'] / c0['µs']:.2f}×, {_w4_label(c0)} → "
                  f"{_w4_label(cw)}), so the lead falls from {t0['µs'] / c0['µs']:.2f}× to {tw_['µs'] / cw['µs']:.2f}×: "
                  "the course's time grows faster with the batch than tinygemm's.")
+        if _w4_label(c0) == _w4_label(cw) == "GEMV":
+            text += " " + wo_gemv_resources.batch_sentence(4, N, K, m0, mw)
     elif missed:
         text += f" Not met at M = {', '.join(map(str, missed))}."
     return text

@@ -116,3 +116,15 @@ def test_lab_ones_roof_is_timed_apart_from_the_points_by_the_sizes_chapter_2_tim
     assert roof.peak_tflops > 0 and roof.bandwidth_from in ("the copy", "the fastest read-only stream, amax")
     peak, label = ex._gemm_peak("cpu", repeats=1)
     assert peak > 0 and label.startswith("chapter 2's FP32 GEMM at ")
+
+
+def test_the_gpu_memory_roof_is_chapter_2s_faster_stream_of_the_same_run(monkeypatch):
+    from helpers import reference
+    from helpers.records import Record
+
+    stored = [Record("ch02.gpu_bandwidth_gbs", 2990.0, "GB/s", "NVIDIA H100", "2026-12-06"),
+              Record("ch02.gpu_read_gbs.sum", 3100.0, "GB/s", "NVIDIA H100", "2026-12-06")]
+    monkeypatch.setattr(reference, "load", lambda source="h200": stored if source == "h100" else [])
+    gbs, where = roofs.gpu_memory_roof("h100")
+    assert gbs == 3100.0 and where == "the fastest read-only stream, sum of chapter 2, NVIDIA H100, 2026-12-06"
+    assert roofs.gpu_memory_roof("h200") is None  # no copy stored there: no roof, never one from the points

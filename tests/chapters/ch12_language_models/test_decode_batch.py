@@ -4,11 +4,14 @@ from the batch-8 rows only."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
 from helpers.chapters.ch12_language_models import decode_bench as db
 from helpers.chapters.ch12_language_models import experiments
+from helpers.kernels import nvrtc_compile as nv
 
 TINY = db.StackShape(d=128, ffn=256, heads=2, layers=2, vocab=64, context=8)
 
@@ -105,3 +108,18 @@ def test_the_tinygemm_sentence_judges_every_batch_and_says_what_grew():
     all_met = [pt("w4a16 tinygemm", 1, 15.0), pt("w4a16", 1, 9.0)]
     assert "Not met" not in batch_sweep.tinygemm_sentence(all_met)
     assert batch_sweep.tinygemm_sentence([pt("w4a16", 1, 9.0)]) == "Batch sweep: no tinygemm points to compare with."
+    assert "registers" not in text  # the GEMM at the worst point: the GEMV's registers do not explain it
+
+
+@pytest.mark.skipif(not nv.available(), reason="needs cuda-bindings (NVRTC) and a cuda_fp16.h")
+def test_where_the_gemv_loses_its_lead_the_sentence_says_what_its_launch_holds(monkeypatch):
+    from helpers.chapters.ch12_language_models import batch_sweep
+
+    monkeypatch.setattr("helpers.kernels.wo_gemv_resources.has_gpu", lambda: False)
+    rows = [{"scheme": s, "M": m, "µs": us} for s, m, us in
+            (("w4a16 tinygemm", 1, 15.0), ("w4a16", 1, 10.3), ("w4a16 tinygemm", 2, 15.6), ("w4a16", 2, 14.7))]
+    text = batch_sweep.tinygemm_sentence(rows)
+    assert "(1.43×, GEMV → GEMV)" in text
+    assert re.search(r"The GEMV's launch at M = 2 \(rows 4, split 4\) holds (\d+) registers a thread against (\d+) at "
+                     r"M = 1 \(rows 4, split 4; ptxas of NVRTC [\d.]+ for sm_90\): an SM keeps (\d+) of its 64 warps "
+                     r"resident instead of (\d+)", text), text
