@@ -4,7 +4,7 @@ holds on an SM (its registers, ``wo_gemv_resources``) on any machine.
 
     ok, log = compile_log("wo_gemm", ["wo_gemm<4, 1, 32, 4, 1>"], "sm_90")   # template instances by name
 
-Serves: core — used by chapter 12.
+Serves: core — used by chapter 12 and lab 13.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Follows the CUDA occupancy calculator: blocks per SM are limited by threads, by 
 by registers (allocated per warp in units of 256) and by shared memory (in units of 128 bytes,
 plus 1 KiB the runtime reserves per block on compute capability 8.0 and later).
 
-Serves: core — used by chapters 3, 4, 11, 12.
+Serves: core — used by chapters 3, 4, 11, 12 and lab 13.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ At batch M > 1 the kernel converts each 16-byte piece of weights once and reuses
 block keep R x 16 converted FP16 pairs live at once: the reuse costs registers, and registers bound how many warps
 an SM holds. Chapter 12 reads it where the GEMV's lead over tinygemm is smallest.
 
-Serves: core — used by chapter 12.
+Serves: core — used by chapter 12 and lab 13.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def of_launch(bits: int, cfg: wg.Config, batch: int = 1, norm: bool = False) -> 
     if has_gpu():
         wg.compile_kernels([name])
         fn = wg._functions[name]
-        return Resources(int(fn.num_regs), int(fn.shared_size_bytes), threads, "the driver")
+        return Resources(int(fn.num_regs), int(getattr(fn, "shared_size_bytes", 0)), threads, "the driver")
     if not nv.available():
         return None
     found = _ptxas(name)
@@ -64,15 +64,19 @@ def _ptxas(name: str) -> tuple[int, int] | None:
     return mangled[0] if len(mangled) == 1 else None
 
 
-def batch_sentence(bits: int, n: int, k: int, m0: int, m1: int) -> str:
+def batch_sentence(bits: int, n: int, k: int, m0: int, m1: int, zh: bool = False) -> str:
     """What the default GEMV launch holds at batch m1 against batch m0 for a (bits, N, K) weight: its rows and split,
-    registers a thread and the warps an SM keeps resident, and who counted; '' where the compiler is not here or
-    nothing changed."""
+    registers a thread and the warps an SM keeps resident, and who counted (in Chinese with `zh`); '' where the
+    compiler is not here or nothing changed."""
     c0, c1 = wg.config_for(bits, n, k, m0), wg.config_for(bits, n, k, m1)
     r0, r1 = of_launch(bits, c0, m0), of_launch(bits, c1, m1)
     if r0 is None or r1 is None or (r0.registers, c0) == (r1.registers, c1):
         return ""
     o0, o1 = r0.occupancy, r1.occupancy
+    if zh:
+        return (f"M = {m1} 时 GEMV 的启动（每块 {c1.rows} 行，split {c1.split}）每个线程占用 {r1.registers} 个寄存器，"
+                f"M = {m0} 时（每块 {c0.rows} 行，split {c0.split}）为 {r0.registers} 个（{r1.source}）：每个 SM 只能驻留 "
+                f"{o1.warps_per_sm}/{o1.max_warps} 个 warp，而不是 {o0.warps_per_sm} 个，这是每块权重只转换一次、供 {m1} 行复用的代价。")
     return (f"The GEMV's launch at M = {m1} (rows {c1.rows}, split {c1.split}) holds {r1.registers} registers a thread "
             f"against {r0.registers} at M = {m0} (rows {c0.rows}, split {c0.split}; {r1.source}): an SM keeps "
             f"{o1.warps_per_sm} of its {o1.max_warps} warps resident instead of {o0.warps_per_sm}, the price of "

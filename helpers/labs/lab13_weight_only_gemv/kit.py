@@ -360,6 +360,7 @@ def beyond_batch_one() -> None:
     they say as sentences; or say that none is stored."""
     from helpers import reference
     from helpers.chapters.ch12_language_models import tables as ch12
+    from helpers.kernels import wo_gemv_resources
     from helpers.tables import show
 
     card, recs = reference.nearest_holding(f"{ch12.BATCH.prefix}.")
@@ -374,3 +375,7 @@ def beyond_batch_one() -> None:
              if r["kernel"] == "W4A16 GEMM" and r.get("instructions / tile") is not None}
     for sentence in batch_sentences(us, tiles):
         print(sentence)
+    n, k = (int(v) for v in BATCH_SHAPE.split("×"))
+    regs = wo_gemv_resources.batch_sentence(4, n, k, 1, 2)  # the compiler on this machine (or this GPU's driver)
+    if regs:
+        print(f"{regs} / {wo_gemv_resources.batch_sentence(4, n, k, 1, 2, zh=True)}")
