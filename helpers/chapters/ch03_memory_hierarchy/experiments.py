@@ -80,7 +80,7 @@ OFFSET = Experiment("ch03.offset", _offset, {"offset": tables.OFFSET})
 
 def relative_rows(rows: list[dict], value: str, baseline: str, column: str) -> list[dict]:
     """Each '<backend>_<variant>' row's `value` ÷ that of its backend's `baseline` variant, as `column`, with the
-    widest ratio of their spreads (chapter 4's divergence slowdowns too)."""
+    widest ratio of their spreads."""
     out = []
     for r in rows:
         base = f"{r['kernel'].split('_', 1)[0]}_{baseline}"

@@ -133,14 +133,14 @@ def gemm_sentence(result: Any, target: float) -> str:
 
 def _roof_us(m: int, n: int, k: int, elem: int, peak_tflops: float, gbs: float) -> tuple[float, float]:
     """(math µs, bytes µs) of one GEMM with `elem`-byte operands, an FP16 bias and FP16 result, each operand read and
-    the result written once: its FLOPs at the peak, its bytes at the copy rate (the roofline bound is the longer)."""
+    the result written once: its FLOPs at the peak, its bytes at the memory roof (the roofline bound is the longer)."""
     return 2 * m * n * k / (peak_tflops * 1e6), (elem * (m * k + n * k) + 2 * m * n + 2 * n) / (gbs * 1e3)
 
 
 def _balance(math_us: float, bytes_us: float) -> str:
-    """How one GEMM's two bounds compare: about equal (at the ridge, neither hides the other) or which binds."""
+    """How one GEMM's two bounds compare: about equal (at the ridge) or which of them binds."""
     if 0.8 <= math_us / bytes_us <= 1.25:
-        return (f"where its math ({math_us:.1f} µs at the peak) and its bytes ({bytes_us:.1f} µs at the copy rate) "
+        return (f"where its math ({math_us:.1f} µs at the peak) and its bytes ({bytes_us:.1f} µs at the memory roof) "
                 "take about as long: at the ridge, a kernel reaches its roof only if it overlaps the two perfectly")
     which, a, b = ("math binds", math_us, bytes_us) if math_us > bytes_us else ("bytes bind", bytes_us, math_us)
     return f"where its {which} ({a:.1f} µs against {b:.1f} µs)"
@@ -148,7 +148,7 @@ def _balance(math_us: float, bytes_us: float) -> str:
 
 def roof_sentence(result: Any, target: float) -> str:
     """Why the fastest 8-bit GEMM gains what it does at BERT-base's shapes, from roofs measured apart from these
-    GEMMs on the same card (chapter 2's GEMM of each precision, its copy): the summed roofline bound of FP16 and of
+    GEMMs on the same card (chapter 2's GEMM of each precision, its copy or read-only stream): the summed roofline bound of FP16 and of
     the 8-bit format, the share of its bound each reaches as measured, and the share the target would need."""
     from helpers.chapters.ch02_gpu_architecture.roofs import compute_roofs, gpu_memory_roof
     from helpers.chapters.ch09_deployment.engine import gemm_speedup
@@ -158,7 +158,7 @@ def roof_sentence(result: Any, target: float) -> str:
     got = gemm_speedup(rows)
     if got is None:
         return ""
-    best, (ratio, _) = got
+    best = got[0]
     fmt = "fp8" if best.startswith("fp8") else "int8"
     device = result.device or device_label()
     peaks, mem = compute_roofs(["fp16", fmt], result.source, device), gpu_memory_roof(result.source, device)
@@ -196,7 +196,7 @@ def roof_sentence(result: Any, target: float) -> str:
             f"own, which makes its {t16 / t8:.2f}× (the summed medians); the target {target:g} would need {best} at "
             f"{target * b8 / t16:.0%} of its bound at FP16's measured time. Furthest from its bound: "
             f"{low[1].replace('x', '×')} at {low[0]:.0%}, " + _balance(low[2], low[3]) + ".")
-    zh = (f"以同一张卡上与这些 GEMM 分开测量的屋顶（第 2 章最大的方阵 GEMM 与拷贝）计算，四个形状合计 FP16 至少需 {b16:.1f} µs，"
+    zh = (f"以同一张卡上与这些 GEMM 分开测量的屋顶（第 2 章最快的方阵 GEMM 与最快的访存流）计算，四个形状合计 FP16 至少需 {b16:.1f} µs，"
           f"{fmt.upper()} 至少需 {b8:.1f} µs，两者都达到屋顶时为 {b16 / b8:.2f} 倍。实测 FP16 cuBLAS 达到其上限的 {b16 / t16:.0%}，"
           f"{best} 达到 {b8 / t8:.0%}；目标 {target:g} 需要后者达到 {target * b8 / t16:.0%}。")
     print(text + "\n" + zh)
