@@ -241,9 +241,9 @@ class Rounds:
 
     def spread(self, name: str, per_call: Callable[[float], float] | None = None) -> "Spread":
         """p10..p90 of one function's rounds (min..max under 5), in seconds or mapped by per_call(seconds)."""
-        from helpers.spread import of_samples
+        from helpers.spread import INTERLEAVED, of_samples
 
-        return of_samples([per_call(x) if per_call else x for x in self._samples(name)], "interleaved rounds")
+        return of_samples([per_call(x) if per_call else x for x in self._samples(name)], INTERLEAVED)
 
     def ratio(self, base: str, other: str) -> tuple[float, "Spread | None"]:
         """base ÷ other time (> 1: `other` is faster): the median of the rounds' ratios and their spread."""

@@ -25,7 +25,8 @@ gained more than the two stage times allow) is not noise but a ``DISTURBED`` mea
 measurement", 中文 ``DISTURBED_ZH``): it is measured again, and a stored one is never read as a finding.
 
 ``overheard()`` lists every sentence built while it is open (template, values, verdict), so that
-``helpers.tools.audit`` can judge each printed verdict against every stored run.
+``helpers.tools.audit`` can judge each printed verdict against every stored run; a reading that judges several
+items in one sentence tells it each item's verdict with ``judged(item, verdict)``.
 
 Serves: core — used by chapters 1–12 and labs 06, 08, 12, 13.
 """
@@ -138,6 +139,13 @@ def overheard() -> Iterator[list[Said]]:
         yield said
     finally:
         _HEARD.remove(said)
+
+
+def judged(item: str, verdict: str) -> None:
+    """Tell the open ``overheard()`` lists one item's verdict, for a reading that judges several items in one sentence
+    (chapter 4's modes against the warp model): the auditor then compares each item across the stored runs."""
+    for heard in _HEARD:
+        heard.append(Said(item, {}, {}, verdict, f"{item}: {verdict}"))
 
 
 def beyond_bound(spread: Spread | None, bound: float | None, slack: float = BOUND_SLACK) -> bool:

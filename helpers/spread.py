@@ -26,6 +26,7 @@ import numpy as np
 
 from helpers.errors import InputError
 
+INTERLEAVED = "interleaved rounds"  # in the method of a spread over rounds that timed every kernel in turn
 LEVEL = 0.95          # bootstrap interval level
 ROUNDS = 1000         # bootstrap resamples
 
@@ -128,6 +129,13 @@ def ratio(num: Spread, den: Spread) -> Spread:
     return Spread(num.lo / den.hi, num.hi / den.lo, f"{num.method} / {den.method}")
 
 
+def interleaved(spread: Spread | None) -> bool:
+    """True when a spread comes from interleaved rounds (``paired_ratio``, or rounds' ends of interleaved timings):
+    drift of the GPU between kernels then touched both sides of a ratio alike. A quotient of two timings taken one
+    after another, or no spread, leaves that drift in the ratio."""
+    return spread is not None and INTERLEAVED in spread.method
+
+
 def paired_ratio(base_s: Sequence[float], other_s: Sequence[float]) -> tuple[float, Spread | None]:
     """base ÷ other time from interleaved rounds (the i-th samples share a round): the median of the per-round
     ratios and their spread (None for a single round)."""
@@ -136,7 +144,7 @@ def paired_ratio(base_s: Sequence[float], other_s: Sequence[float]) -> tuple[flo
     ratios = [x / y for x, y in zip(base_s, other_s) if y > 0]
     if not ratios:
         raise InputError("every timed call took 0 s: time more work per call.")
-    return float(np.median(ratios)), of_samples(ratios, "interleaved rounds") if len(ratios) > 1 else None
+    return float(np.median(ratios)), of_samples(ratios, INTERLEAVED) if len(ratios) > 1 else None
 
 
 def of_extra(extra: Mapping[str, Any]) -> Spread | None:

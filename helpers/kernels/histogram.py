@@ -22,7 +22,7 @@ from numba import cuda, int32
 from helpers.errors import InputError
 from helpers.kernels import launch
 from helpers.quant.calibrators import Histogram, amax_entropy, amax_percentile
-from helpers.spread import Spread, of_samples, paired_ratio
+from helpers.spread import INTERLEAVED, Spread, of_samples, paired_ratio
 from helpers.validation import (require_array, require_choice, require_dtype, require_finite, require_float,
                                 require_instance, require_int_range, require_ndim, require_nonempty, require_positive,
                                 require_real, require_size)
@@ -143,7 +143,7 @@ class Timed:
         rates = [self.n / s / 1e9 for s in self.seconds[name] if s > 0]
         if not rates:
             raise InputError(f"every timed call of {name} took 0 s: time a larger batch.")
-        return float(np.median(rates)), of_samples(rates, "interleaved rounds")
+        return float(np.median(rates)), of_samples(rates, INTERLEAVED)
 
     def speedup(self, fast: str, slow: str) -> tuple[float, Spread | None]:
         """How many times faster `fast` ran than `slow`: the median of the rounds' slow ÷ fast time, its spread."""

@@ -101,3 +101,21 @@ def test_kernel_comments_claim_no_machine_code_nobody_inspected() -> None:
               for line in p.read_text(encoding="utf-8").splitlines()
               if line.lstrip().startswith("//") and re.search(r"compiler (emits|generates|produces)", line)]
     assert not claims, claims
+
+
+def test_audit_compares_each_item_of_a_sentence_that_judges_several(tmp_path) -> None:
+    """Chapter 4's line judges ten kernels in one sentence; one run said 'departs' for branch_free beside a 'not
+    resolved' for lane0, another had branch_free within the model: the sentence as a whole hid that flip."""
+    for label, value in (("cardA", 1.47), ("cardB", 0.95)):
+        (tmp_path / "reference" / label).mkdir(parents=True)
+        recs = [{"name": "ch04.divergence_slowdown.cupy_branch_free", "value": value, "unit": "ratio", "device": label,
+                 "date": "2026-12-07", "lo": value - 0.1, "hi": value + 0.1, "spread": "p10..p90 of 15 interleaved rounds"},
+                {"name": "ch04.divergence_slowdown.cupy_lane0", "value": 1.5, "unit": "ratio", "device": label,
+                 "date": "2026-12-07", "lo": 1.2, "hi": 1.9, "spread": "p10..p90 of 15 interleaved rounds"}]
+        (tmp_path / "reference" / label / "results.json").write_text(json.dumps(recs))
+    (tmp_path / "notebooks").mkdir()
+    _notebook(tmp_path / "notebooks" / "99_x.ipynb", "from helpers.chapters.ch04_warp_execution import readings\n"
+              "print(readings.divergence_verdict())")
+    flipped = [p for p in audit.audit(root=tmp_path) if p.rule == "flip" and "99_x.ipynb" in p.where]
+    assert len(flipped) == 1 and "'departs from the warp model'" in flipped[0].text \
+        and "'within the warp model'" in flipped[0].text

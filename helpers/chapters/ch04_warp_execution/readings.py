@@ -6,7 +6,7 @@ Serves: chapter 4.
 from __future__ import annotations
 
 from helpers import findings
-from helpers.spread import Spread
+from helpers.spread import Spread, interleaved
 from helpers.chapters.ch04_warp_execution.warp_bench import REDUCE_N, SHARED_KIB
 
 # Slowdown the warp model predicts (time ÷ the all-path-A time): a diverged warp runs both paths.
@@ -36,31 +36,43 @@ def divergence_rows() -> list[dict]:
 
 
 def against_model(value: float, model: float, spread: Spread | None) -> str:
-    """'within' when a slowdown lies within OFF_MODEL of the model's, 'off' when it and its whole spread lie
-    outside that band, 'not resolved' when it lies outside but its spread reaches into the band."""
+    """'within' when a slowdown lies within OFF_MODEL of the model's; outside that band: 'off' when its whole spread
+    over interleaved rounds lies outside too, 'not resolved' when that spread reaches into the band, and 'apart' when
+    it was not timed in interleaved rounds (no spread, or two timings taken one after another), so that drift of the
+    GPU between the two timings may be all of the difference."""
     lo, hi = model * (1 - OFF_MODEL), model * (1 + OFF_MODEL)
     if lo <= value <= hi:
         return "within"
-    if spread is not None and spread.hi >= lo and spread.lo <= hi:
-        return "not resolved"
-    return "off"
+    if not interleaved(spread):
+        return "apart"
+    return "not resolved" if spread.hi >= lo and spread.lo <= hi else "off"  # type: ignore[union-attr]
+
+
+# How the verdict line names each judgement, and how each mode is told to the auditor (findings.judged)
+SAID = {"off": "departs from the model for {}",
+        "not resolved": "not resolved against the model at this noise for {}",
+        "apart": "not resolved against the model for {} (timed one kernel after another, not in interleaved rounds)"}
+JUDGED = {"within": "within the warp model", "off": "departs from the warp model", "not resolved": findings.NOT_RESOLVED,
+          "apart": f"{findings.NOT_RESOLVED} (timed apart)", None: "not measured"}
 
 
 def divergence_verdict() -> str:
     """Which measured slowdowns depart from the warp model, per backend: a departure counts only when the whole spread
-    of its interleaved rounds lies outside OFF_MODEL of the model (one inside the noise is named as not resolved)."""
+    of its interleaved rounds lies outside OFF_MODEL of the model (one inside the noise, or one timed without
+    interleaved rounds, is named as not resolved). Each mode's judgement is also told to the auditor on its own."""
     rows = _measured()
     out = []
     for label in ("CUDA C (cupy)", "numba"):
         known = [r for r in rows if r[label] is not None]
         judged = {r["mode"]: against_model(r[label], r["model"], r["spreads"][label]) for r in known}
-        text = {v: ", ".join(f"{r['mode']} {r[label]:.2f}× (model {r['model']:g}×)" for r in known
-                             if judged[r["mode"]] == v) for v in ("off", "not resolved")}
+        for r in rows:
+            findings.judged(f"ch04 divergence, {label}, {r['mode']}", JUDGED[judged.get(r["mode"])])
         if not known:
             out.append(f"{label}: not measured here or stored.")
             continue
-        parts = [f"departs from the model for {text['off']}"] * bool(text["off"]) + \
-            [f"not resolved against the model at this noise for {text['not resolved']}"] * bool(text["not resolved"])
+        listed = {v: ", ".join(f"{r['mode']} {r[label]:.2f}× (model {r['model']:g}×)" for r in known
+                               if judged[r["mode"]] == v) for v in SAID}
+        parts = [SAID[v].format(listed[v]) for v in SAID if listed[v]]
         out.append(f"{label}: " + ("; ".join(parts) if parts else f"every mode within {OFF_MODEL:.0%} of the model")
                    + ".")
     return " ".join(out) + f" ({rows[0]['from']})"

@@ -30,7 +30,7 @@ from helpers.chapters.ch10_beyond_int8 import PER_ROUND, ROUNDS
 from helpers.chapters.ch10_beyond_int8.video_stages import pcie_bytes_per_frame, split_stages, video_stages
 from helpers.device import require_gpu
 from helpers.errors import InputError
-from helpers.spread import Spread, of_samples, paired_ratio
+from helpers.spread import INTERLEAVED, Spread, of_samples, paired_ratio
 from helpers.validation import require_int_range
 
 
@@ -285,7 +285,7 @@ def _split_pipeline_gain(device: str, repeats: int, **kwargs: Any) -> dict:
                                  flag=lambda _, v: findings.above_bound(v, bound_gain))
     gains = list(check.per_item)
     n = len(frames) * frames[0].shape[0]
-    spread = of_samples(gains, "interleaved rounds") if len(gains) > 1 else None
+    spread = of_samples(gains, INTERLEAVED) if len(gains) > 1 else None
     row = {
         "device": device, "frames": n, "preprocess ms/batch": t_pre / len(frames) * 1e3,
         "infer ms/batch": t_inf / len(frames) * 1e3,

@@ -24,7 +24,7 @@ from typing import Any
 from helpers.chapters.ch12_language_models import (attention_bench, batch_sweep, decode_bench, decode_timeline, gemm_ncu,
                                                    gemv_bench, path_bench, pdl_bench, quality, tables, timing)
 from helpers.experiment import Experiment, Result
-from helpers.spread import Spread
+from helpers.spread import INTERLEAVED, Spread
 
 
 QUALITY = Experiment("ch12.ppl", lambda model, heldout, calib: {"quality": quality.quality_table(model, heldout, calib)},
@@ -103,7 +103,7 @@ def _decode_derive(rows: dict[str, list[dict]]) -> dict[str, Any]:
     for kind in ("w4a16", "w8a16"):
         r, sb, s = by[f"{kind} fused (CUDA)"], fp16["spread"], by[f"{kind} fused (CUDA)"]["spread"]
         noise = Spread(sb["min_us"] / s["max_us"], sb["max_us"] / s["min_us"],
-                       f"min..max of {s['rounds']} interleaved rounds")  # µs per step: the ratio's ends
+                       f"min..max of {s['rounds']} {INTERLEAVED}")  # µs per step: the ratio's ends
         out[f"llm.decode.{kind}_over_fp16"] = (r["× fastest FP16"], noise)
         share = {x["part"]: x["share"] for x in rows["split"] if x["kind"] == kind}
         if "GEMV" in share:
