@@ -149,8 +149,7 @@ def check_paths(m: dict[str, Any]) -> dict[str, float]:
     """Relative difference of each path's logits from the eager FP16 step (same weights, same cache).
 
     FP16 paths differ by rounding only; W8A16 and W4A16 also by the quantization error of the random
-    weights, compounded over the layers (the kernels themselves match their references to ~1e-3).
-    """
+    weights, compounded over the layers (the kernels themselves match their references to ~1e-3)."""
     ref = step_eager(m).float()
     return {name: float((fn().float() - ref).abs().max() / ref.abs().max()) for name, fn in paths(m).items()}
 
@@ -256,9 +255,10 @@ def pytorch_attend(qkv: torch.Tensor, cache: torch.Tensor, shape: StackShape) ->
 
 
 def _rmsnorm_rows(x: torch.Tensor) -> torch.Tensor:
-    """RMSNorm of each row (gain 1)."""
-    xf = x.float()
-    return (xf * torch.rsqrt(xf.pow(2).mean(dim=-1, keepdim=True) + EPS)).half()
+    """RMSNorm of each row (gain 1): on a GPU PyTorch's F.rms_norm (its aten::_fused_rms_norm), on the CPU the formula."""
+    if x.is_cuda:
+        return F.rms_norm(x, (x.shape[-1],), eps=EPS)
+    return (x.float() * torch.rsqrt(x.float().pow(2).mean(dim=-1, keepdim=True) + EPS)).half()
 
 
 def batch_paths(m: dict[str, Any]) -> tuple[str, ...]:
@@ -307,14 +307,14 @@ def batch_tokens_per_second(m: dict[str, Any], rounds: int = 7) -> list[dict[str
 
 def batch_ratio(rows: list[dict], batch: int, kind: str = "w4a16") -> tuple[float, Any] | None:
     """(tokens/s ÷ FP16's, its spread from the rounds' ends) of `kind` at `batch`, or None when not measured."""
-    from helpers.spread import Spread
+    from helpers.spread import INTERLEAVED, Spread
 
     by = {r["path"].split()[0]: r for r in rows if r["batch"] == batch}
     if kind not in by or "fp16" not in by:
         return None
     s, f = by[kind]["spread"], by["fp16"]["spread"]
     return by[kind]["× FP16"], Spread(f["min_us"] / s["max_us"], f["max_us"] / s["min_us"],
-                                       f"min..max of {s['rounds']} interleaved rounds")
+                                       f"min..max of {s['rounds']} {INTERLEAVED}")
 
 
 def batch_summary(rows: list[dict]) -> str:

@@ -123,3 +123,13 @@ def test_where_the_gemv_loses_its_lead_the_sentence_says_what_its_launch_holds(m
     assert re.search(r"The GEMV's launch at M = 2 \(rows 4, split 4\) holds (\d+) registers a thread against (\d+) at "
                      r"M = 1 \(rows 4, split 4; ptxas of NVRTC [\d.]+ for sm_90\): an SM keeps (\d+) of its 64 warps "
                      r"resident instead of (\d+)", text), text
+
+
+def test_the_gpu_norm_is_the_cpu_formula():
+    """On a GPU the batched step normalises with PyTorch's fused RMSNorm; it must be the formula the CPU runs: eps
+    inside the square root, the mean over each row's own features (not the batch), gain 1."""
+    x = torch.randn(5, 64, dtype=torch.float32) * torch.arange(1, 6, dtype=torch.float32)[:, None]
+    fused = torch.nn.functional.rms_norm(x, (64,), eps=db.EPS)
+    formula = db._rmsnorm_rows(x.half()).float()
+    assert torch.allclose(fused, formula, rtol=2e-3, atol=2e-3)
+    assert not torch.allclose(torch.nn.functional.rms_norm(x, (64,), eps=1.0), formula, rtol=2e-3, atol=2e-3)
