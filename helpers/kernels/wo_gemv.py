@@ -206,6 +206,12 @@ def compile_kernels(names: list[str]) -> None:
         _functions[n] = mod.get_function(n)
 
 
+def compiled(name: str) -> Any:
+    """The compiled cupy function of one instance (``kernel_name``), compiling it first if needed."""
+    compile_kernels([name])
+    return _functions[name]
+
+
 @functools.cache
 def _source() -> str:
     """The CUDA source text."""
@@ -228,8 +234,7 @@ def gemv(x: torch.Tensor, w: WoWeight, *, norm_eps: float | None = None, residua
     y = out if out is not None else torch.empty((n_out,) if x.ndim == 1 else (m, n_out), dtype=torch.float16,
                                                 device=x.device)
     name = kernel_name(w.bits, cfg, m, norm_eps is not None)
-    compile_kernels([name])
-    fn = _functions[name]
+    fn = compiled(name)
     if not cfg.naive and 32 * cfg.split > fn.max_threads_per_block:
         raise InputError(f"config.split={cfg.split} asks for {32 * cfg.split} threads a block, but {name} uses "
                          f"{fn.num_regs} registers a thread, which allows {fn.max_threads_per_block}; use split <= "

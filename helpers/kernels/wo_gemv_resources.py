@@ -45,8 +45,7 @@ def of_launch(bits: int, cfg: wg.Config, batch: int = 1, norm: bool = False) -> 
     ptxas through NVRTC; None where neither is here."""
     name, threads = wg.kernel_name(bits, cfg, batch, norm), 32 * cfg.split
     if has_gpu():
-        wg.compile_kernels([name])
-        fn = wg._functions[name]
+        fn = wg.compiled(name)
         return Resources(int(fn.num_regs), int(getattr(fn, "shared_size_bytes", 0)), threads, "the driver")
     if not nv.available():
         return None
